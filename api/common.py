@@ -1,0 +1,116 @@
+"""Pieces shared by both custom resources: the strict base model, metadata and status parts."""
+
+from __future__ import annotations
+
+from typing import Annotated, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+GROUP = "sluice.dev"
+VERSION = "v1alpha1"
+API_VERSION: Final = "sluice.dev/v1alpha1"  # GROUP/VERSION
+
+DnsName = Annotated[
+    str,
+    StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", min_length=1, max_length=63),
+]
+
+
+class Model(BaseModel):
+    """Base of every model read from a manifest: unknown fields are errors."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        use_attribute_docstrings=True,
+        validate_assignment=True,
+        populate_by_name=True,
+    )
+
+
+class ObjectMeta(BaseModel):
+    """The Kubernetes object metadata Sluice reads; the API server owns the rest of it."""
+
+    # Kubernetes' own ObjectMeta has many server-set fields (uid, resourceVersion, ...), so a
+    # manifest read back from the cluster must still validate: extra keys are kept, not refused.
+    model_config = ConfigDict(extra="allow")
+
+    name: DnsName
+    namespace: DnsName | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    generation: int | None = None
+
+
+class Condition(Model):
+    """A Kubernetes-style condition (metav1.Condition shape)."""
+
+    type: str
+    """Condition type, e.g. Ready, Admitted, Registered."""
+    status: Literal["True", "False", "Unknown"]
+    """Whether the condition holds."""
+    reason: str = ""
+    """One CamelCase word for the last transition."""
+    message: str = ""
+    """A sentence for humans about the last transition."""
+    lastTransitionTime: str = ""
+    """RFC 3339 time of the last change of status."""
+    observedGeneration: int | None = None
+    """The .metadata.generation the condition was set for."""
+
+
+class LatencyStatus(Model):
+    """End-to-end latency observed over the recent window (event production to sink commit)."""
+
+    p50Ms: float | None = None
+    """Median latency in milliseconds."""
+    p99Ms: float | None = None
+    """99th percentile latency in milliseconds."""
+
+
+class ExecutorsStatus(Model):
+    """Executor counts."""
+
+    current: int = 0
+    """Executors registered now."""
+    target: int = 0
+    """Executors requested by the last scaling decision."""
+
+
+class ScalingDecision(Model):
+    """The last DS2 scaling decision."""
+
+    time: str = ""
+    """RFC 3339 time of the decision."""
+    fromExecutors: int = 0
+    """Executors before the decision."""
+    toExecutors: int = 0
+    """Executors after the decision."""
+    reason: str = ""
+    """Why, in a sentence."""
+
+
+class CommonStatus(Model):
+    """Status fields both resources carry."""
+
+    phase: str = "Pending"
+    """Lifecycle phase."""
+    message: str = ""
+    """A sentence on the current phase."""
+    conditions: list[Condition] = Field(default_factory=list)
+    """Current conditions."""
+    observedGeneration: int | None = None
+    """The .metadata.generation last reconciled."""
+    latency: LatencyStatus | None = None
+    """Observed end-to-end latency."""
+    slaAttainment: float | None = Field(default=None, ge=0, le=1)
+    """Share of batches committed within the latency target (0..1)."""
+    inputRate: float | None = None
+    """Rows per second arriving."""
+    processingRate: float | None = None
+    """Rows per second processed."""
+    executors: ExecutorsStatus | None = None
+    """Executors current and target."""
+    bottleneck: str = ""
+    """The stage or executor on the critical path most often, if known."""
+    lastScalingDecision: ScalingDecision | None = None
+    """The last scaling decision, if any."""

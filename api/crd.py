@@ -1,0 +1,205 @@
+"""CustomResourceDefinitions generated from the models: the models are the one source of truth.
+
+Pydantic's JSON Schema is turned into a Kubernetes *structural* OpenAPI v3 schema: references are
+inlined, `Optional[X]` becomes `X`, a tagged union becomes one object holding every variant's
+properties (the tag an enum) plus CEL rules for each variant's required fields, JSON-Schema
+`exclusiveMinimum: n` becomes OpenAPI 3.0's `minimum: n, exclusiveMinimum: true`, and field
+docstrings become descriptions.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from .common import GROUP, VERSION
+from .pool import StreamingPoolSpec, StreamingPoolStatus
+from .query import StreamingQuerySpec, StreamingQueryStatus
+
+Schema = dict[str, Any]
+
+_KEEP = {
+    "type", "description", "properties", "required", "items", "enum", "pattern", "format",
+    "minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems", "additionalProperties",
+    "x-kubernetes-validations", "x-kubernetes-preserve-unknown-fields",
+}
+
+
+def _resolve(schema: Schema, defs: dict[str, Schema]) -> Schema:
+    if "$ref" in schema:
+        target = copy.deepcopy(defs[schema["$ref"].rsplit("/", 1)[-1]])
+        extra = {k: v for k, v in schema.items() if k != "$ref"}
+        target.update(extra)
+        return target
+    return schema
+
+
+def structural(schema: Schema, defs: dict[str, Schema]) -> Schema:
+    """Convert one pydantic JSON-Schema node into a structural OpenAPI v3 node."""
+    schema = _resolve(schema, defs)
+    description = schema.get("description")
+
+    variants = schema.get("oneOf") or schema.get("anyOf")
+    if variants:
+        non_null = [v for v in variants if v.get("type") != "null"]
+        if len(non_null) == 1:
+            inner = structural(non_null[0], defs)
+        else:
+            inner = _merge_union(non_null, schema.get("discriminator"), defs)
+        if description:
+            inner["description"] = description
+        return inner
+
+    out: Schema = {}
+    for key, value in schema.items():
+        if key == "properties":
+            out["properties"] = {name: structural(sub, defs) for name, sub in value.items()}
+        elif key == "items":
+            out["items"] = structural(value, defs)
+        elif key == "additionalProperties":
+            if isinstance(value, dict):
+                out["additionalProperties"] = structural(value, defs)
+        elif key == "exclusiveMinimum":
+            out["minimum"] = value
+            out["exclusiveMinimum"] = True
+        elif key == "exclusiveMaximum":
+            out["maximum"] = value
+            out["exclusiveMaximum"] = True
+        elif key == "const":
+            out["enum"] = [value]
+            out.setdefault("type", "string")
+        elif key in _KEEP:
+            out[key] = value
+    if "properties" in out:
+        out["type"] = "object"
+    return out
+
+
+def _merge_union(variants: list[Schema], discriminator: Any, defs: dict[str, Schema]) -> Schema:
+    """A tagged union as one object: all variants' properties, tag as enum, CEL rules per variant."""
+    tag = discriminator["propertyName"] if isinstance(discriminator, dict) else "type"
+    merged: Schema = {"type": "object", "properties": {}, "required": [tag]}
+    tags: list[str] = []
+    rules: list[dict[str, str]] = []
+    for raw in variants:
+        variant = structural(raw, defs)
+        value = variant["properties"][tag]["enum"][0]
+        tags.append(value)
+        for name, prop in variant["properties"].items():
+            if name != tag:
+                merged["properties"].setdefault(name, prop)
+        required = [r for r in variant.get("required", []) if r != tag]
+        if required:
+            has = " && ".join(f"has(self.{r})" for r in required)
+            rules.append(
+                {"rule": f"self.{tag} != '{value}' || ({has})",
+                 "message": f"{tag} {value} requires {', '.join(required)}"}
+            )
+    merged["properties"][tag] = {"type": "string", "enum": tags, "description": "Which kind; its fields sit beside it."}
+    if rules:
+        merged["x-kubernetes-validations"] = rules
+    return merged
+
+
+def object_schema(model: type[BaseModel]) -> Schema:
+    full = model.model_json_schema(mode="validation", by_alias=True)
+    defs = full.pop("$defs", {})
+    return structural(full, defs)
+
+
+def _crd(
+    *, kind: str, plural: str, short: str, scope: str, spec: type[BaseModel], status: type[BaseModel],
+    description: str, columns: list[dict[str, Any]], scale: bool,
+) -> dict[str, Any]:
+    spec_schema = object_schema(spec)
+    status_schema = object_schema(status)
+    subresources: dict[str, Any] = {"status": {}}
+    if scale:
+        subresources["scale"] = {
+            "specReplicasPath": ".spec.executors",
+            "statusReplicasPath": ".status.executors.current",
+        }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": kind, "listKind": f"{kind}List", "plural": plural,
+                "singular": kind.lower(), "shortNames": [short], "categories": ["sluice"],
+            },
+            "scope": scope,
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": description,
+                            "required": ["spec"],
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec_schema,
+                                "status": status_schema,
+                            },
+                        }
+                    },
+                    "subresources": subresources,
+                    "additionalPrinterColumns": columns,
+                }
+            ],
+        },
+    }
+
+
+def _age() -> dict[str, Any]:
+    return {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+
+
+def crds() -> list[dict[str, Any]]:
+    """Both CRDs as Python objects."""
+    query = _crd(
+        kind="StreamingQuery", plural="streamingqueries", short="sq", scope="Namespaced",
+        spec=StreamingQuerySpec, status=StreamingQueryStatus,
+        description="A tenant's Spark Structured Streaming query with a latency SLA; the namespace is the tenant.",
+        columns=[
+            {"name": "Pool", "type": "string", "jsonPath": ".spec.pool"},
+            {"name": "SLA", "type": "string", "jsonPath": ".spec.sla.latencyTarget"},
+            {"name": "P99", "type": "number", "jsonPath": ".status.latency.p99Ms", "description": "p99 latency in ms"},
+            {"name": "Attainment", "type": "number", "jsonPath": ".status.slaAttainment"},
+            {"name": "Executors", "type": "integer", "jsonPath": ".status.executors.current"},
+            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+            _age(),
+        ],
+        scale=False,
+    )
+    pool = _crd(
+        kind="StreamingPool", plural="streamingpools", short="sp", scope="Cluster",
+        spec=StreamingPoolSpec, status=StreamingPoolStatus,
+        description="A shared Spark runtime (cluster-scoped) that hosts many tenants' streaming queries.",
+        columns=[
+            {"name": "Policy", "type": "string", "jsonPath": ".spec.policy"},
+            {"name": "Queries", "type": "integer", "jsonPath": ".status.queries"},
+            {"name": "P99", "type": "number", "jsonPath": ".status.latency.p99Ms", "description": "p99 latency in ms"},
+            {"name": "Attainment", "type": "number", "jsonPath": ".status.slaAttainment"},
+            {"name": "Executors", "type": "integer", "jsonPath": ".status.executors.current"},
+            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+            _age(),
+        ],
+        scale=True,
+    )
+    return [query, pool]
+
+
+def crds_yaml() -> str:
+    """Both CRDs as one multi-document YAML text: what `sluice crds` prints and crds/ holds."""
+    header = "# Generated by `sluice crds` from the pydantic models in api/; do not edit.\n"
+    return header + "---\n".join(yaml.safe_dump(c, sort_keys=False, width=120) for c in crds())

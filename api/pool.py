@@ -1,0 +1,102 @@
+"""The StreamingPool custom resource: one shared Spark runtime that hosts many tenants' queries."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from .common import API_VERSION, CommonStatus, DnsName, Model, ObjectMeta
+from .units import Memory
+
+Policy = Literal["fifo", "fair", "edf", "cameo"]
+
+
+class ExecutorShape(Model):
+    """Size of one Spark executor pod."""
+
+    cores: int = Field(default=1, ge=1, le=64)
+    """Task slots (cores) per executor."""
+    memory: Memory = Memory.parse("1Gi")
+    """Executor memory, e.g. '2Gi'."""
+
+
+class DriverShape(Model):
+    """Size of the driver pod (runtime + scheduler sidecar)."""
+
+    cores: int = Field(default=1, ge=1, le=64)
+    """Driver cores."""
+    memory: Memory = Memory.parse("2Gi")
+    """Driver memory, e.g. '2Gi'."""
+
+
+class Quota(Model):
+    """Limits for one tenant namespace on this pool."""
+
+    maxQueries: int | None = Field(default=None, ge=0)
+    """At most this many queries from the namespace; omitted: unlimited."""
+    maxCoreShare: float | None = Field(default=None, gt=0, le=1)
+    """At most this share of the pool's task slots at once (0..1]; omitted: unlimited."""
+    weight: float = Field(default=1.0, gt=0)
+    """Weight under the fair policy."""
+
+
+class StreamingPoolSpec(Model):
+    """A shared Spark runtime and its rules of admission."""
+
+    image: str = Field(default="ghcr.io/sluice-dev/sluice-runtime:0.1.0", min_length=1)
+    """Container image of the runtime (Spark driver + executors) and scheduler sidecar."""
+    executor: ExecutorShape = Field(default_factory=ExecutorShape)
+    """Executor pod shape."""
+    driver: DriverShape = Field(default_factory=DriverShape)
+    """Driver pod shape."""
+    minExecutors: int = Field(default=1, ge=0)
+    """Fewest executors the autoscaler keeps."""
+    maxExecutors: int = Field(default=4, ge=1)
+    """Most executors the autoscaler may request."""
+    executors: int | None = Field(default=None, ge=0)
+    """Fixed executor count (set by `kubectl scale`); omitted: DS2 chooses within min..max."""
+    policy: Policy = "cameo"
+    """Dispatch order across queries: fifo, fair (weighted per tenant), edf or cameo."""
+    allowedNamespaces: list[DnsName] = Field(default_factory=list)
+    """Namespaces whose queries may use the pool; empty: every namespace."""
+    quotas: dict[DnsName, Quota] = Field(default_factory=dict)
+    """Per-namespace limits, keyed by namespace."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> StreamingPoolSpec:
+        if self.minExecutors > self.maxExecutors:
+            raise ValueError(
+                f"minExecutors ({self.minExecutors}) is above maxExecutors ({self.maxExecutors}); "
+                "make minExecutors at most maxExecutors"
+            )
+        if self.executors is not None and not (
+            self.minExecutors <= self.executors <= self.maxExecutors
+        ):
+            raise ValueError(
+                f"executors ({self.executors}) is outside minExecutors..maxExecutors "
+                f"({self.minExecutors}..{self.maxExecutors})"
+            )
+        return self
+
+    def admits(self, namespace: str) -> bool:
+        return not self.allowedNamespaces or namespace in self.allowedNamespaces
+
+
+class StreamingPoolStatus(CommonStatus):
+    """Observed state of a StreamingPool."""
+
+    queries: int = 0
+    """Queries hosted now."""
+    policy: str = ""
+    """Policy in force."""
+
+
+class StreamingPool(Model):
+    """A shared Spark runtime (cluster-scoped) that hosts many tenants' streaming queries."""
+
+    apiVersion: Literal["sluice.dev/v1alpha1"] = API_VERSION
+    kind: Literal["StreamingPool"] = "StreamingPool"
+    metadata: ObjectMeta
+    spec: StreamingPoolSpec = Field(default_factory=StreamingPoolSpec)
+    status: StreamingPoolStatus | None = None

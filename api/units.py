@@ -1,0 +1,121 @@
+"""Durations and memory quantities, parsed once where a manifest enters the models.
+
+`Duration` accepts `"500ms"`, `"2s"`, `"1.5m"`, `"1h"` or a plain number of seconds, keeps the
+text the user wrote (so manifests round-trip unchanged) and exposes `.seconds`. `Memory` accepts
+Kubernetes quantities (`"512Mi"`, `"2Gi"`, `"1G"`) and exposes `.bytes`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
+
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+DURATION_PATTERN = r"^[0-9]+(\.[0-9]+)?(ms|s|m|h)$"
+_DURATION_RE = re.compile(DURATION_PATTERN)
+
+_MEMORY_UNITS = {
+    "": 1,
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+}
+MEMORY_PATTERN = r"^[0-9]+(k|M|G|T|Ki|Mi|Gi|Ti)?$"
+_MEMORY_RE = re.compile(r"^([0-9]+)(k|M|G|T|Ki|Mi|Gi|Ti)?$")
+
+
+@dataclass(frozen=True, slots=True)
+class Duration:
+    """A non-negative duration; `text` is what the manifest said, `seconds` its value."""
+
+    text: str
+    seconds: float
+
+    @property
+    def ms(self) -> float:
+        return self.seconds * 1000.0
+
+    @classmethod
+    def parse(cls, value: object) -> Duration:
+        if isinstance(value, Duration):
+            return value
+        if isinstance(value, bool):
+            raise ValueError("expected a duration such as '500ms', '2s' or '1m'")
+        if isinstance(value, int | float):
+            if value < 0:
+                raise ValueError(f"a duration cannot be negative, got {value}")
+            return cls(f"{value}s", float(value))
+        if not isinstance(value, str):
+            raise ValueError("expected a duration such as '500ms', '2s' or '1m'")
+        text = value.strip()
+        if text.startswith("-"):
+            raise ValueError(f"a duration cannot be negative, got '{value}'")
+        match = _DURATION_RE.match(text)
+        if not match:
+            raise ValueError(
+                f"expected a duration such as '500ms', '2s' or '1m' (units ms, s, m, h), got '{value}'"
+            )
+        unit = match.group(2)
+        return cls(text, float(text[: -len(unit)]) * _DURATION_UNITS[unit])
+
+    def __str__(self) -> str:
+        return self.text
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: type[Any], handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            cls.parse,
+            serialization=core_schema.plain_serializer_function_ser_schema(lambda d: d.text),
+        )
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"type": "string", "pattern": DURATION_PATTERN}
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """A memory size as a Kubernetes quantity; `text` as written, `bytes` its value."""
+
+    text: str
+    bytes: int
+
+    @property
+    def mib(self) -> int:
+        return self.bytes // 2**20
+
+    @classmethod
+    def parse(cls, value: object) -> Memory:
+        if isinstance(value, Memory):
+            return value
+        text = str(value).strip() if isinstance(value, str | int) and not isinstance(value, bool) else ""
+        match = _MEMORY_RE.match(text)
+        if not match:
+            raise ValueError(f"expected a memory size such as '512Mi' or '2Gi', got '{value}'")
+        return cls(text, int(match.group(1)) * _MEMORY_UNITS[match.group(2) or ""])
+
+    def __str__(self) -> str:
+        return self.text
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: type[Any], handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            cls.parse,
+            serialization=core_schema.plain_serializer_function_ser_schema(lambda m: m.text),
+        )
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"type": "string", "pattern": MEMORY_PATTERN}
