@@ -23,7 +23,7 @@ Schema = dict[str, Any]
 
 _KEEP = {
     "type", "description", "properties", "required", "items", "enum", "pattern", "format",
-    "minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems", "additionalProperties",
+    "minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems", "maxProperties",
     "x-kubernetes-validations", "x-kubernetes-preserve-unknown-fields",
 }
 
@@ -62,6 +62,13 @@ def structural(schema: Schema, defs: dict[str, Schema]) -> Schema:
         elif key == "additionalProperties":
             if isinstance(value, dict):
                 out["additionalProperties"] = structural(value, defs)
+        elif key == "patternProperties":
+            # structural schemas have no patternProperties: a map of values, keys checked by CEL
+            ((pattern, sub),) = value.items()
+            out["additionalProperties"] = structural(sub, defs)
+            out["x-kubernetes-validations"] = [
+                {"rule": f"self.all(k, k.matches('{pattern}'))", "message": f"keys must match {pattern}"}
+            ]
         elif key == "exclusiveMinimum":
             out["minimum"] = value
             out["exclusiveMinimum"] = True

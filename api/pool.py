@@ -58,9 +58,9 @@ class StreamingPoolSpec(Model):
     """Fixed executor count (set by `kubectl scale`); omitted: DS2 chooses within min..max."""
     policy: Policy = "cameo"
     """Dispatch order across queries: fifo, fair (weighted per tenant), edf or cameo."""
-    allowedNamespaces: list[DnsName] = Field(default_factory=list)
+    allowedNamespaces: list[DnsName] = Field(default_factory=list, max_length=256)
     """Namespaces whose queries may use the pool; empty: every namespace."""
-    quotas: dict[DnsName, Quota] = Field(default_factory=dict)
+    quotas: dict[DnsName, Quota] = Field(default_factory=dict, max_length=256)
     """Per-namespace limits, keyed by namespace."""
 
     @model_validator(mode="after")

@@ -207,8 +207,7 @@ class Step(Model):
         "json_schema_extra": {
             "x-kubernetes-validations": [
                 {
-                    "rule": "[" + ", ".join(f"has(self.{k})" for k in _STEP_KINDS)
-                    + "].filter(x, x).size() == 1",
+                    "rule": " + ".join(f"(has(self.{k}) ? 1 : 0)" for k in _STEP_KINDS) + " == 1",
                     "message": "a pipeline step sets exactly one of " + ", ".join(_STEP_KINDS),
                 }
             ]
@@ -217,7 +216,7 @@ class Step(Model):
 
     filter: Predicate | None = None
     """Keep rows for which this boolean Spark SQL expression holds."""
-    select: list[SelectItem] | None = Field(default=None, min_length=1)
+    select: list[SelectItem] | None = Field(default=None, min_length=1, max_length=256)
     """Keep these expressions (each may end in `AS name`)."""
     withColumn: WithColumn | None = None
     """Add or replace one column."""
@@ -225,9 +224,9 @@ class Step(Model):
     """Declare event time and allowed lateness."""
     window: Window | None = None
     """Cut event-time windows (needs a watermark on the same column before it)."""
-    groupBy: list[ColumnName] | None = Field(default=None, min_length=1)
+    groupBy: list[ColumnName] | None = Field(default=None, min_length=1, max_length=32)
     """Group keys (include `window` after a window step); an aggregate step must follow."""
-    aggregate: list[Aggregation] | None = Field(default=None, min_length=1)
+    aggregate: list[Aggregation] | None = Field(default=None, min_length=1, max_length=64)
     """Aggregates of the group; must follow a groupBy step."""
 
     @model_validator(mode="before")
@@ -289,7 +288,7 @@ class StreamingQuerySpec(Model):
     """Name of the StreamingPool to run on."""
     source: Source
     """Where rows come from."""
-    pipeline: list[Step] = Field(min_length=1)
+    pipeline: list[Step] = Field(min_length=1, max_length=64)
     """Declarative steps, applied in order."""
     sink: Sink
     """Where results go."""

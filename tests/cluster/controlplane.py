@@ -1,0 +1,277 @@
+"""A real Kubernetes control plane for tests: etcd + kube-apiserver on loopback, plus kubectl and helm.
+
+No kubelet, controller-manager or scheduler run: objects are stored, validated, watched and
+authorized for real, but no pod ever starts (a test that needs a running pod writes its status,
+playing the kubelet, and says so), namespaces are not finalized and owner references are not
+garbage-collected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RUN_DIR = Path(os.environ.get("SLUICE_CACHE", Path.home() / ".cache" / "sluice")) / "run"
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be built or started; the message says what to do."""
+
+
+def build_binaries() -> tuple[Path, Path]:
+    """Build or reuse the binaries; returns (kube bin dir, helm bin dir)."""
+    try:
+        proc = subprocess.run(
+            [str(HERE / "build-binaries.sh")], capture_output=True, text=True, timeout=1800
+        )
+    except subprocess.TimeoutExpired:
+        raise ControlPlaneError(
+            "Building kube-apiserver, etcd and helm took over 30 minutes; check the Go module proxy "
+            "and run 'make cluster-bins' on its own to see its progress."
+        ) from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ControlPlaneError(last)
+    kube, helm = proc.stdout.strip().splitlines()[-2:]
+    return Path(kube), Path(helm)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_leftovers() -> list[int]:
+    """Kill processes that a killed earlier run left behind; returns their pids.
+
+    Each started process has a pidfile `RUN_DIR/<name>-<pid>.pid` holding "<pid> <owner pid>".
+    A process whose owner (the test run that started it) is gone is a leftover; one whose owner
+    still runs belongs to a concurrent test run and is left alone.
+    """
+    reaped: list[int] = []
+    if not RUN_DIR.exists():
+        return reaped
+    for pidfile in RUN_DIR.glob("*.pid"):
+        try:
+            pid, owner = (int(x) for x in pidfile.read_text().split())
+        except ValueError:
+            pidfile.unlink(missing_ok=True)
+            continue
+        if _alive(owner):
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            if "etcd" in cmdline or "kube-apiserver" in cmdline:
+                os.killpg(pid, signal.SIGKILL)
+                reaped.append(pid)
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            pass
+        pidfile.unlink(missing_ok=True)
+    return reaped
+
+
+def _stop(proc: subprocess.Popen[bytes], timeout: float = 10) -> None:
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=timeout)
+
+
+@dataclass
+class ControlPlane:
+    """etcd + kube-apiserver started in `workdir`; `kubeconfig` holds an admin (system:masters) token."""
+
+    kube_bin: Path
+    helm_bin: Path
+    workdir: Path
+    port: int = 0
+    token: str = field(default_factory=lambda: secrets.token_hex(16))
+    procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self, attempts: int = 3) -> ControlPlane:
+        reap_leftovers()
+        RUN_DIR.mkdir(parents=True, exist_ok=True)
+        error = ""
+        for attempt in range(1, attempts + 1):
+            try:
+                self._start_once(attempt)
+                return self
+            except ControlPlaneError as failure:
+                error = str(failure)
+                self.stop()
+        raise ControlPlaneError(f"The test control plane did not start after {attempts} tries: {error}")
+
+    def _spawn(self, name: str, args: list[str], log: Path) -> subprocess.Popen[bytes]:
+        handle = log.open("wb")
+        proc = subprocess.Popen(args, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+        handle.close()
+        (RUN_DIR / f"{name}-{proc.pid}.pid").write_text(f"{proc.pid} {os.getpid()}")
+        self.procs.append((name, proc))
+        return proc
+
+    def _start_once(self, attempt: int) -> None:
+        data = self.workdir / f"try{attempt}"
+        data.mkdir(parents=True, exist_ok=True)
+        client, peer, self.port = free_port(), free_port(), free_port()
+        etcd = self._spawn(
+            "etcd",
+            [
+                str(self.kube_bin / "etcd"), "--name", "sluice-test", "--data-dir", str(data / "etcd"),
+                "--listen-client-urls", f"http://127.0.0.1:{client}",
+                "--advertise-client-urls", f"http://127.0.0.1:{client}",
+                "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                "--initial-cluster", f"sluice-test=http://127.0.0.1:{peer}",
+                "--unsafe-no-fsync", "--log-level", "warn",
+            ],
+            data / "etcd.log",
+        )
+        self._wait(f"http://127.0.0.1:{client}/health", etcd, data / "etcd.log", "etcd", timeout=30)
+
+        sa_key = data / "sa.key"
+        _write_rsa_key(sa_key)
+        tokens = data / "tokens.csv"
+        tokens.write_text(f'{self.token},sluice-admin,sluice-admin,"system:masters"\n')
+        apiserver = self._spawn(
+            "kube-apiserver",
+            [
+                str(self.kube_bin / "kube-apiserver"),
+                "--etcd-servers", f"http://127.0.0.1:{client}",
+                "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+                "--secure-port", str(self.port), "--cert-dir", str(data / "certs"),
+                "--token-auth-file", str(tokens), "--authorization-mode", "RBAC",
+                "--service-account-issuer", "https://kubernetes.default.svc",
+                "--service-account-key-file", str(sa_key),
+                "--service-account-signing-key-file", str(sa_key),
+                "--service-cluster-ip-range", "10.96.0.0/16",
+                "--allow-privileged=true", "--enable-priority-and-fairness=false",
+                "--profiling=false", "--v=0",
+            ],
+            data / "apiserver.log",
+        )
+        self._wait(f"{self.server}/readyz", apiserver, data / "apiserver.log", "kube-apiserver", timeout=90)
+        self._write_kubeconfig()
+
+    def _wait(self, url: str, proc: subprocess.Popen[bytes], log: Path, what: str, timeout: float) -> None:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.token}"})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+                raise ControlPlaneError(f"{what} exited with code {proc.returncode}: {' / '.join(tail)}")
+            try:
+                with urllib.request.urlopen(request, timeout=2, context=context) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError, ssl.SSLError):
+                pass
+            time.sleep(0.2)
+        raise ControlPlaneError(f"{what} was not ready within {timeout:.0f} s (log: {log})")
+
+    def _write_kubeconfig(self) -> None:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "sluice-test", "cluster": {"server": self.server, "insecure-skip-tls-verify": True}}],
+            "users": [{"name": "admin", "user": {"token": self.token}}],
+            "contexts": [{"name": "sluice-test", "context": {"cluster": "sluice-test", "user": "admin"}}],
+            "current-context": "sluice-test",
+        }
+        self.kubeconfig.write_text(json.dumps(config))
+
+    def stop(self) -> None:
+        for name, proc in reversed(self.procs):
+            _stop(proc)
+            (RUN_DIR / f"{name}-{proc.pid}.pid").unlink(missing_ok=True)
+        self.procs.clear()
+
+    # ------------------------------------------------------------------ tools
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True, user: str | None = None,
+                groups: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+        """Run the real kubectl against this apiserver (optionally impersonating a user)."""
+        command = [str(self.kube_bin / "kubectl"), "--kubeconfig", str(self.kubeconfig)]
+        if user:
+            command += ["--as", user, *[f"--as-group={g}" for g in groups]]
+        proc = subprocess.run([*command, *args], input=input, capture_output=True, text=True, timeout=120)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc
+
+    def helm(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "HELM_CACHE_HOME": str(self.workdir / "helm"), "HELM_CONFIG_HOME": str(self.workdir / "helm"),
+               "HELM_DATA_HOME": str(self.workdir / "helm"), "KUBECONFIG": str(self.kubeconfig)}
+        proc = subprocess.run([str(self.helm_bin / "helm"), *args], capture_output=True, text=True, timeout=120, env=env)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args)} failed: {proc.stdout.strip()} {proc.stderr.strip()}")
+        return proc
+
+    def api_client(self, user: str | None = None, group: str | None = None):  # type: ignore[no-untyped-def]
+        """A kubernetes ApiClient as admin, or impersonating `user` (and one `group`) for RBAC tests."""
+        from kubernetes import client
+
+        configuration = client.Configuration()
+        configuration.host = self.server
+        configuration.verify_ssl = False
+        configuration.api_key = {"authorization": f"Bearer {self.token}"}
+        api = client.ApiClient(configuration)
+        if user:
+            api.set_default_header("Impersonate-User", user)
+            if group:
+                api.set_default_header("Impersonate-Group", group)
+        return api
+
+
+def _write_rsa_key(path: Path) -> None:
+    """The service-account signing key kube-apiserver requires (never used to sign anything here)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+        )
+    )
