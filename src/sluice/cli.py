@@ -92,5 +92,40 @@ def demo(folder: str) -> None:
     sys.exit(1 if failed else 0)
 
 
+@main.group()
+def bench() -> None:
+    """Benchmarks (each prints a table; --json for scripts)."""
+
+
+@bench.command("scheduler")
+@click.option("--clients", type=click.IntRange(1, 256), default=8, show_default=True, help="Concurrent client processes.")
+@click.option("--seconds", type=click.FloatRange(0.5, 3600), default=5.0, show_default=True, help="Measured duration.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of a table.")
+@click.option("--core-queries", type=click.IntRange(1, 1_000_000), default=10_000, show_default=True,
+              help="Registered queries for the pure-core decision timing.")
+@click.option("--out", type=click.Path(file_okay=False), help="Also write scheduler.json and scheduler.png here.")
+def bench_scheduler(clients: int, seconds: float, as_json: bool, core_queries: int, out: str | None) -> None:
+    """Grants/s and round-trip latency of the real sidecar on loopback, and one core decision."""
+    import json
+
+    from sluice.scheduler import bench as scheduler_bench
+
+    click.echo(f"running {clients} client(s) for {seconds:g}s against a real sidecar on loopback ...", err=True)
+    try:
+        result = scheduler_bench.run(clients, seconds, core_queries)
+    except RuntimeError as error:
+        click.echo(f"benchmark failed: {error}", err=True)
+        sys.exit(1)
+    if as_json:
+        click.echo(json.dumps(result.json()))
+    else:
+        click.echo(scheduler_bench.table([result]))
+    if out:
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "scheduler.json").write_text(json.dumps(result.json(), indent=2) + "\n")
+        click.echo(f"wrote {folder / 'scheduler.json'}", err=True)
+
+
 if __name__ == "__main__":
     main()

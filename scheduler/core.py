@@ -1,0 +1,369 @@
+"""The Cameo scheduler core: pending batches in, dispatch grants out. Pure: `now` is passed in.
+
+One instance serves one pool. Queries register with their SLA; each micro-batch is submitted
+before it runs; `dispatch(now)` grants the most urgent pending batches while fewer than
+`capacity` are in flight; `complete` frees the slot, teaches the cost model and adapts the
+query's group size (Drizzle). Waiting is bounded by aging: a batch pending longer than
+`max_wait` is served before any policy order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .bands import DEFAULT_BAND, band_for_slack, band_name
+from .costs import CostModel
+from .policies import BatchRequest, Policy, QuerySpec, frontier, make_policy
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """Permission to run a batch (and, if k > 1, the query's next k - 1 batches) in `band`."""
+
+    query: str
+    batch_id: int
+    band: str
+    k: int
+    deadline: float
+    """Start deadline (epoch seconds)."""
+    slack: float
+    """deadline - now at grant time; negative: already late."""
+    waited: float
+    """Seconds the batch waited in the scheduler."""
+    aged: bool = False
+    """Granted ahead of policy order because it waited past max_wait."""
+    fail_open: bool = False
+    """Not a real grant: the scheduler was unreachable and the runtime went ahead ungated."""
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """What a finished batch reports."""
+
+    query: str
+    batch_id: int
+    seconds: float
+    """Measured cost of the batch's action."""
+    rows: int = 0
+    stages: Mapping[str, float] = field(default_factory=dict)
+    tail: float | None = None
+    """Seconds after the action until the batch committed (C_path feedback)."""
+    coordination: float = 0.0
+    """Seconds the runtime spent asking for the grant, not counting queueing (Drizzle feedback)."""
+    latency: float | None = None
+    """Observed end-to-end latency of the batch, if measured (SLA accounting)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    query: str
+    tenant: str
+    late_by: float
+    """Seconds past the SLA: predicted for pending batches, or the worst recently observed."""
+    predicted: bool
+
+
+@dataclass(slots=True)
+class _Pending:
+    request: BatchRequest
+    enqueued: float
+    priority: float
+    deadline: float
+    due: float
+    """t_MF + L: when the batch's output is due."""
+    cost: float
+    seq: int
+
+
+@dataclass(slots=True)
+class _Running:
+    """A granted slot: batches first..last of one query (last > first for a group grant)."""
+
+    last: int
+    expiry: float
+    cost: float
+
+
+@dataclass(slots=True)
+class _Query:
+    spec: QuerySpec
+    k: int = 1
+    last_band: str = ""
+    pending: _Pending | None = None
+    in_flight: dict[int, _Running] = field(default_factory=dict)
+    """first batch id of each granted slot -> its range, lease expiry and estimated cost."""
+    grants: int = 0
+    batches_late: int = 0
+    worst_late: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class GroupTuning:
+    """AIMD bounds for group grants."""
+
+    k_max: int = 16
+    grow_above: float = 0.10
+    """Coordination share of batch time above which k doubles."""
+    shrink_below: float = 0.02
+    """Coordination share below which k drops by one."""
+
+
+class SchedulerError(ValueError):
+    """A request the scheduler cannot act on; the message is one sentence for the caller."""
+
+
+class Scheduler:
+    def __init__(
+        self,
+        policy: str | Policy = "cameo",
+        capacity: int = 2,
+        bands: int = 8,
+        max_wait: float = 30.0,
+        costs: CostModel | None = None,
+        group: GroupTuning | None = None,
+        lease: float = 300.0,
+    ) -> None:
+        if capacity < 1:
+            raise SchedulerError("capacity must be at least 1")
+        self.policy = make_policy(policy) if isinstance(policy, str) else policy
+        self.capacity = capacity
+        self.bands = bands
+        self.max_wait = max_wait
+        self.costs = costs or CostModel()
+        self.group = group or GroupTuning()
+        self.lease = lease
+        self.queries: dict[str, _Query] = {}
+        self._heap: list[tuple[float, int, str]] = []
+        self._arrivals: deque[tuple[float, int, str]] = deque()
+        self._leases: list[tuple[float, str, int]] = []
+        """(expiry, query, first batch id) of granted slots; stale entries are skipped lazily."""
+        self._seq = itertools.count()
+        self.in_flight = 0
+
+    # ------------------------------------------------------------------ registration
+
+    def register(self, spec: QuerySpec) -> None:
+        """Add a query, or update its SLA/semantics (its learned costs and pending batch stay)."""
+        if spec.latency_target <= 0:
+            raise SchedulerError(f"query {spec.key}: latency target must be above zero")
+        if spec.weight <= 0:
+            raise SchedulerError(f"query {spec.key}: weight must be above zero")
+        state = self.queries.get(spec.key)
+        if state is None:
+            self.queries[spec.key] = _Query(spec)
+        else:
+            state.spec = spec
+
+    def unregister(self, key: str) -> None:
+        """Remove a query: its pending batch is dropped and its in-flight slots are freed."""
+        state = self.queries.pop(key, None)
+        if state is None:
+            return
+        self.in_flight -= len(state.in_flight)
+        self.costs.forget(key)
+        self.policy.forget(key)
+
+    # ------------------------------------------------------------------ batches
+
+    def submit(self, request: BatchRequest, now: float) -> None:
+        """A batch of a registered query is ready and waits for a grant."""
+        state = self.queries.get(request.query)
+        if state is None:
+            raise SchedulerError(f"query {request.query!r} is not registered; register it first")
+        for first, running in list(state.in_flight.items()):
+            if first <= request.batch_id <= running.last:
+                raise SchedulerError(f"batch {request.batch_id} of {request.query} is already granted")
+            if request.batch_id > running.last:
+                # the query moved past this slot's batches without reporting them all: free it
+                del state.in_flight[first]
+                self.in_flight -= 1
+        if state.pending is not None and state.pending.request.batch_id != request.batch_id:
+            # a query runs its batches in order: a new batch id replaces a stale pending one
+            state.pending = None
+        if state.pending is not None:
+            return  # a retried request for the same batch keeps its place
+        priority, deadline = self.policy.key(state.spec, request, self.costs, now)
+        cost = self.costs.estimate(request.query, request.rows)
+        due = frontier(state.spec, request, now) + state.spec.latency_target
+        seq = next(self._seq)
+        state.pending = _Pending(request, now, priority, deadline, due, cost, seq)
+        heapq.heappush(self._heap, (priority, seq, request.query))
+        self._arrivals.append((now, seq, request.query))
+
+    def cancel(self, key: str, batch_id: int) -> None:
+        """Drop a pending batch (its requester went away)."""
+        state = self.queries.get(key)
+        if state and state.pending and state.pending.request.batch_id == batch_id:
+            state.pending = None
+
+    def _live(self, seq: int, key: str) -> _Pending | None:
+        state = self.queries.get(key)
+        if state is None or state.pending is None or state.pending.seq != seq:
+            return None
+        return state.pending
+
+    def _next(self, now: float) -> tuple[_Pending, bool] | None:
+        arrivals = self._arrivals
+        while arrivals and self._live(arrivals[0][1], arrivals[0][2]) is None:
+            arrivals.popleft()
+        if arrivals and now - arrivals[0][0] >= self.max_wait:
+            _, seq, key = arrivals.popleft()
+            pending = self._live(seq, key)
+            if pending is not None:
+                return pending, True
+        heap = self._heap
+        while heap:
+            _, seq, key = heapq.heappop(heap)
+            pending = self._live(seq, key)
+            if pending is not None:
+                return pending, False
+        return None
+
+    def dispatch(self, now: float) -> list[Grant]:
+        """Grant pending batches in policy order while slots are free."""
+        self._expire(now)
+        grants: list[Grant] = []
+        while self.in_flight < self.capacity:
+            found = self._next(now)
+            if found is None:
+                break
+            pending, aged = found
+            grants.append(self._grant(pending, aged, now))
+        return grants
+
+    def _grant(self, pending: _Pending, aged: bool, now: float) -> Grant:
+        request = pending.request
+        state = self.queries[request.query]
+        state.pending = None
+        slack = pending.deadline - now
+        if not self.policy.uses_bands:
+            band = DEFAULT_BAND
+        elif aged:
+            band = band_name(0)
+        else:
+            band = band_name(band_for_slack(slack, self.bands))
+        if state.last_band and band != state.last_band:
+            state.k = max(1, state.k - 1)  # priority moved: shrink the group additively
+        state.last_band = band
+        expiry = now + max(self.lease, 10 * pending.cost)
+        state.in_flight[request.batch_id] = _Running(request.batch_id + state.k - 1, expiry, pending.cost)
+        heapq.heappush(self._leases, (expiry, request.query, request.batch_id))
+        if len(self._leases) > 4 * self.in_flight + 1024:  # completed slots leave stale entries
+            self._leases = [
+                (r.expiry, key, first) for key, q in self.queries.items() for first, r in q.in_flight.items()
+            ]
+            heapq.heapify(self._leases)
+        state.grants += 1
+        self.in_flight += 1
+        self.policy.granted(state.spec, pending.priority, pending.cost)
+        return Grant(request.query, request.batch_id, band, state.k, pending.deadline, slack, now - pending.enqueued, aged)
+
+    def _expire(self, now: float) -> None:
+        """Free slots whose holder never reported back (a crashed runtime) after their lease."""
+        leases = self._leases
+        while leases and leases[0][0] <= now:
+            expiry, key, first = heapq.heappop(leases)
+            state = self.queries.get(key)
+            running = state.in_flight.get(first) if state else None
+            if state is not None and running is not None and running.expiry == expiry:
+                del state.in_flight[first]
+                self.in_flight -= 1
+
+    def release(self, key: str, batch_id: int) -> None:
+        """Free the slot holding `batch_id` without learning anything (its holder went away)."""
+        state = self.queries.get(key)
+        if state is None:
+            return
+        for first, running in list(state.in_flight.items()):
+            if first <= batch_id <= running.last:
+                del state.in_flight[first]
+                self.in_flight -= 1
+                return
+
+    def complete(self, done: Completion) -> None:
+        """A granted batch finished: free its slot, learn its cost, adapt the group size."""
+        state = self.queries.get(done.query)
+        if state is None:
+            return  # unregistered meanwhile
+        for first, running in list(state.in_flight.items()):
+            if first <= done.batch_id <= running.last:
+                if done.batch_id == running.last:  # the slot's last batch: free it
+                    del state.in_flight[first]
+                    self.in_flight -= 1
+                break
+        self.costs.observe(done.query, done.rows, done.seconds, done.stages, done.tail)
+        busy = done.seconds + done.coordination
+        share = done.coordination / busy if busy > 0 else 0.0
+        if share > self.group.grow_above:
+            state.k = min(state.k * 2, self.group.k_max)
+        elif share < self.group.shrink_below:
+            state.k = max(1, state.k - 1)
+        if done.latency is not None:
+            late = done.latency - state.spec.latency_target
+            if late > 0:
+                state.batches_late += 1
+                state.worst_late = max(state.worst_late * 0.9, late)
+            else:
+                state.worst_late *= 0.9
+
+    # ------------------------------------------------------------------ reporting
+
+    def pending_count(self) -> int:
+        return sum(1 for q in self.queries.values() if q.pending is not None)
+
+    def overload(self, now: float) -> list[Violation]:
+        """Which queries will miss (or are missing) their SLA, and by how much.
+
+        Pending batches are laid out in policy order on `capacity` slots with their estimated
+        costs (in-flight batches first); a batch finishing after its due time t_MF + L is a
+        predicted violation. Queries whose recent batches were late are reported as observed.
+        """
+        free_at = sorted(
+            now + r.cost for q in self.queries.values() for r in q.in_flight.values()
+        )[: self.capacity]
+        free_at += [now] * (self.capacity - len(free_at))
+        heapq.heapify(free_at)
+        pending = sorted(
+            (q.pending for q in self.queries.values() if q.pending is not None), key=lambda p: (p.priority, p.seq)
+        )
+        out: dict[str, Violation] = {}
+        for p in pending:
+            start = heapq.heappop(free_at)
+            spec = self.queries[p.request.query].spec
+            finish = start + p.cost + self.costs.path(spec.key)
+            heapq.heappush(free_at, finish)
+            if finish > p.due:
+                out[spec.key] = Violation(spec.key, spec.tenant, finish - p.due, True)
+        for key, q in self.queries.items():
+            if key not in out and q.worst_late > 0.001:
+                out[key] = Violation(key, q.spec.tenant, q.worst_late, False)
+        return sorted(out.values(), key=lambda v: -v.late_by)
+
+    def snapshot(self, now: float) -> dict[str, object]:
+        """State for /v1/state: per query pending, running, group size, learned cost, lateness."""
+        return {
+            "policy": self.policy.name,
+            "capacity": self.capacity,
+            "inFlight": self.in_flight,
+            "pending": self.pending_count(),
+            "queries": {
+                key: {
+                    "tenant": q.spec.tenant,
+                    "latencyTargetMs": q.spec.latency_target * 1000,
+                    "pending": q.pending.request.batch_id if q.pending else None,
+                    "waitingMs": round((now - q.pending.enqueued) * 1000, 3) if q.pending else None,
+                    "running": sorted(q.in_flight),
+                    "groupSize": q.k,
+                    "band": q.last_band,
+                    "grants": q.grants,
+                    "costMs": round(self.costs.estimate(key, 0) * 1000, 3),
+                    "costSamples": self.costs.samples(key),
+                    "batchesLate": q.batches_late,
+                }
+                for key, q in self.queries.items()
+            },
+        }

@@ -1,0 +1,151 @@
+"""Cost model: learns each query's micro-batch cost from completed batches (pure, no clock).
+
+A batch costs a fixed part (offset log, planning, commit: ~150 ms on Spark) plus a part that
+grows with its rows. The model learns both online:
+
+- `fixed`: an EWMA of the cost of the query's cheapest batches (the low quantile of recent costs),
+  capped at the prior's `floor`: when every batch has the same size the split between fixed and
+  per-row cost cannot be observed, and the cap leans to the conservative side (more per row);
+- `per_row`: an EWMA of (cost - fixed) / rows, with each cost clipped to 4x the prediction so one
+  outlier (a fetch-failure retry) cannot swing it;
+- a safety margin: a high quantile of recent relative residuals, so the estimate is conservative.
+
+`estimate(rows)` = (fixed + per_row * rows) * (1 + margin). A batch with 10x the usual rows is
+estimated at about 10x the variable part at once, before any such batch was seen. A new query
+starts from a conservative prior until it has `warmup` samples.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+def quantile(values: list[float], q: float) -> float:
+    """Nearest-rank quantile of a non-empty list (q in [0, 1])."""
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+@dataclass(frozen=True, slots=True)
+class CostPrior:
+    """Starting point for a query nothing is known about yet (deliberately pessimistic)."""
+
+    fixed: float = 0.5
+    """Seconds per batch regardless of size."""
+    per_row: float = 20e-6
+    """Seconds per input row."""
+    tail: float = 0.05
+    """Seconds of work after the batch's action (sink commit, offset commit): C_path."""
+    floor: float = 0.1
+    """Most of a batch's cost taken as fixed: Spark's micro-batch floor here is ~120-220 ms."""
+
+
+@dataclass(slots=True)
+class QueryCost:
+    """What is known about one query's batch costs."""
+
+    prior: CostPrior
+    alpha: float = 0.2
+    warmup: int = 3
+    samples: int = 0
+    row_samples: int = 0
+    fixed: float = 0.0
+    per_row: float = 0.0
+    tail: float = 0.0
+    recent: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=64))
+    residuals: deque[float] = field(default_factory=lambda: deque(maxlen=64))
+    stages: dict[str, float] = field(default_factory=dict)
+
+    def _learned(self, rows: int) -> float:
+        return self.fixed + self.per_row * max(rows, 0)
+
+    def observe(self, rows: int, seconds: float, stages: Mapping[str, float] | None, tail: float | None) -> None:
+        seconds = max(seconds, 0.0)
+        clipped = seconds
+        if self.samples > 0:
+            predicted = self._learned(rows)
+            if predicted > 0:
+                self.residuals.append((seconds - predicted) / predicted)
+                if self.samples >= self.warmup:
+                    clipped = min(seconds, 4 * predicted)
+        self.recent.append((rows, clipped))
+        self.samples += 1
+        floor = min(quantile([c for _, c in self.recent], 0.1), self.prior.floor)
+        if self.samples == 1:
+            self.fixed = floor
+            self.tail = self.prior.tail if tail is None else tail
+        else:
+            self.fixed += self.alpha * (floor - self.fixed)
+        if rows > 0:
+            sample = max(clipped - self.fixed, 0.0) / rows
+            self.per_row = sample if self.row_samples == 0 else self.per_row + self.alpha * (sample - self.per_row)
+            self.row_samples += 1
+        if tail is not None:
+            self.tail += self.alpha * (max(tail, 0.0) - self.tail)
+        for stage, cost in (stages or {}).items():
+            old = self.stages.get(stage)
+            self.stages[stage] = cost if old is None else old + self.alpha * (cost - old)
+
+    def margin(self) -> float:
+        if len(self.residuals) < 4:
+            return 0.25
+        return min(max(quantile(list(self.residuals), 0.9), 0.0), 2.0)
+
+    def estimate(self, rows: int) -> float:
+        prior = self.prior.fixed + self.prior.per_row * max(rows, 0)
+        if self.samples == 0:
+            return prior
+        learned = self._learned(rows) * (1 + self.margin())
+        if self.samples < self.warmup:
+            return max(learned, prior)
+        return learned
+
+    def path(self) -> float:
+        return self.prior.tail if self.samples == 0 else self.tail
+
+
+class CostModel:
+    """Per-query costs with feedback; C_M = estimate(query, rows), C_path = path(query)."""
+
+    def __init__(self, prior: CostPrior | None = None) -> None:
+        self.prior = prior or CostPrior()
+        self._queries: dict[str, QueryCost] = {}
+
+    def _get(self, query: str) -> QueryCost:
+        cost = self._queries.get(query)
+        if cost is None:
+            cost = self._queries[query] = QueryCost(self.prior)
+        return cost
+
+    def observe(
+        self, query: str, rows: int, seconds: float,
+        stages: Mapping[str, float] | None = None, tail: float | None = None,
+    ) -> None:
+        """Learn from a completed batch: its rows, cost in seconds, optional per-stage costs and tail."""
+        self._get(query).observe(rows, seconds, stages, tail)
+
+    def estimate(self, query: str, rows: int) -> float:
+        """C_M: the expected cost in seconds of a batch of `rows` rows of `query`."""
+        cost = self._queries.get(query)
+        if cost is None:
+            return self.prior.fixed + self.prior.per_row * max(rows, 0)
+        return cost.estimate(rows)
+
+    def path(self, query: str) -> float:
+        """C_path: the expected cost of what must still run after the batch's action."""
+        cost = self._queries.get(query)
+        return self.prior.tail if cost is None else cost.path()
+
+    def stages(self, query: str) -> dict[str, float]:
+        cost = self._queries.get(query)
+        return dict(cost.stages) if cost else {}
+
+    def samples(self, query: str) -> int:
+        cost = self._queries.get(query)
+        return cost.samples if cost else 0
+
+    def forget(self, query: str) -> None:
+        self._queries.pop(query, None)

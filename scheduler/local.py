@@ -1,0 +1,61 @@
+"""The scheduler core in-process, for the local runner: same calls as SchedulerClient, no HTTP.
+
+Thread-safe: Spark's foreachBatch threads block on a condition until their batch is granted.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from .core import Completion, Grant, Scheduler
+from .policies import BatchRequest, QuerySpec
+
+
+class LocalScheduler:
+    mode = "gated"
+
+    def __init__(self, core: Scheduler, clock: Callable[[], float] = time.time, wait: float = 1.0) -> None:
+        self.core = core
+        self.clock = clock
+        self.wait = wait
+        self._cond = threading.Condition()
+        self._granted: dict[tuple[str, int], Grant] = {}
+
+    def _pump(self) -> None:
+        for grant in self.core.dispatch(self.clock()):
+            self._granted[(grant.query, grant.batch_id)] = grant
+        self._cond.notify_all()
+
+    def register(self, spec: QuerySpec) -> bool:
+        with self._cond:
+            self.core.register(spec)
+        return True
+
+    def unregister(self, key: str) -> bool:
+        with self._cond:
+            self.core.unregister(key)
+            for pending in [k for k in self._granted if k[0] == key]:
+                del self._granted[pending]
+            self._pump()
+        return True
+
+    def dispatch(self, request: BatchRequest, completed: Sequence[Completion] = ()) -> Grant:
+        key = (request.query, request.batch_id)
+        with self._cond:
+            for done in completed:
+                self.core.complete(done)
+            self.core.submit(request, self.clock())
+            self._pump()
+            while key not in self._granted:
+                self._cond.wait(self.wait)
+                self._pump()  # aging and leases move with time even when nobody calls
+            return self._granted.pop(key)
+
+    def complete(self, query: str, completed: Sequence[Completion]) -> bool:
+        with self._cond:
+            for done in completed:
+                self.core.complete(done)
+            self._pump()
+        return True

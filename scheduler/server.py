@@ -1,0 +1,314 @@
+"""The scheduler sidecar: the pure core behind a small asyncio HTTP service (aiohttp).
+
+Endpoints (JSON; see wire.py):
+  PUT    /v1/queries/{tenant}/{name}   register or update a query
+  DELETE /v1/queries/{tenant}/{name}   unregister it
+  POST   /v1/dispatch                  ask for a grant (long-polls); may carry earlier completions
+  POST   /v1/complete                  report completions without asking for a grant
+  GET    /v1/state, /v1/overload       what the scheduler knows
+  GET    /healthz, /metrics            liveness and Prometheus metrics
+Malformed requests get a 4xx with one sentence in {"error": ...}; nothing is ever a 500 for bad input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from pydantic import ValidationError
+
+from .core import Grant, Scheduler, SchedulerError
+from .wire import Complete, Completed, Dispatch, GrantOut, Register
+
+log = logging.getLogger("sluice.scheduler")
+
+
+class Metrics:
+    """The sidecar's metrics, in their own registry (one per server)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.queue_depth = Gauge("sluice_scheduler_queue_depth", "Batches waiting for a grant.", registry=r)
+        self.in_flight = Gauge("sluice_scheduler_in_flight", "Granted slots not yet completed.", registry=r)
+        self.queries = Gauge("sluice_scheduler_queries", "Registered queries.", registry=r)
+        self.grants = Counter("sluice_scheduler_grants_total", "Dispatch grants.", ["tenant", "query"], registry=r)
+        self.aged = Counter("sluice_scheduler_aged_grants_total", "Grants given ahead of policy order by aging.", registry=r)
+        self.wait = Histogram(
+            "sluice_scheduler_wait_seconds", "Time a batch waited for its grant.", registry=r,
+            buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        self.slack = Histogram(
+            "sluice_scheduler_slack_seconds", "Start deadline minus grant time (negative: late).", registry=r,
+            buckets=(-10, -1, -0.5, -0.1, 0, 0.1, 0.25, 0.5, 1, 2, 5, 15, 60),
+        )
+        self.violations = Counter(
+            "sluice_scheduler_sla_violations_total", "Batches reported with latency above the target.",
+            ["tenant", "query"], registry=r,
+        )
+        self.group_size = Gauge("sluice_scheduler_group_size", "Batches per grant (Drizzle k).", ["tenant", "query"], registry=r)
+        self.bad_requests = Counter("sluice_scheduler_bad_requests_total", "Requests refused with a 4xx.", registry=r)
+
+    def forget(self, tenant: str, query: str) -> None:
+        for metric in (self.grants, self.violations, self.group_size):
+            with contextlib.suppress(KeyError):
+                metric.remove(tenant, query)
+
+
+def _bad(message: str, status: int = 400) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def _explain(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "body"
+    return f"{where}: {first['msg'][0].lower()}{first['msg'][1:]}."
+
+
+@dataclass
+class SchedulerService:
+    """The core plus what the shell needs: waiting requests and metrics."""
+
+    core: Scheduler
+    clock: Callable[[], float] = time.time
+    metrics: Metrics = field(default_factory=Metrics)
+    waiting: dict[tuple[str, int], asyncio.Future[Grant]] = field(default_factory=dict)
+
+    # ---- core calls, followed by a pump that resolves whoever was granted
+
+    def pump(self) -> None:
+        now = self.clock()
+        for grant in self.core.dispatch(now):
+            future = self.waiting.pop((grant.query, grant.batch_id), None)
+            tenant = self.core.queries[grant.query].spec.tenant
+            self.metrics.grants.labels(tenant, grant.query).inc()
+            self.metrics.group_size.labels(tenant, grant.query).set(grant.k)
+            self.metrics.wait.observe(grant.waited)
+            self.metrics.slack.observe(grant.slack)
+            if grant.aged:
+                self.metrics.aged.inc()
+            if future is None or future.done():
+                # nobody waits for it any more: hand the slot straight back
+                self.core.release(grant.query, grant.batch_id)
+                continue
+            future.set_result(grant)
+        self.metrics.queue_depth.set(self.core.pending_count())
+        self.metrics.in_flight.set(self.core.in_flight)
+
+    def complete(self, query: str, completed: list[Completed]) -> None:
+        state = self.core.queries.get(query)
+        for item in completed:
+            done = item.completion(query)
+            self.core.complete(done)
+            if state and done.latency is not None and done.latency > state.spec.latency_target:
+                self.metrics.violations.labels(state.spec.tenant, query).inc()
+
+    # ---- handlers
+
+    async def put_query(self, request: web.Request) -> web.Response:
+        tenant, name = request.match_info["tenant"], request.match_info["name"]
+        try:
+            body = Register.model_validate_json(await request.read())
+            self.core.register(body.spec(f"{tenant}/{name}", tenant))
+        except ValidationError as error:
+            self.metrics.bad_requests.inc()
+            return _bad(_explain(error))
+        except SchedulerError as error:
+            self.metrics.bad_requests.inc()
+            return _bad(str(error))
+        self.metrics.queries.set(len(self.core.queries))
+        return web.json_response({"query": f"{tenant}/{name}"})
+
+    async def delete_query(self, request: web.Request) -> web.Response:
+        tenant, name = request.match_info["tenant"], request.match_info["name"]
+        key = f"{tenant}/{name}"
+        if key not in self.core.queries:
+            return _bad(f"query {key} is not registered", 404)
+        self.core.unregister(key)
+        for (query, batch), future in list(self.waiting.items()):
+            if query == key:
+                future.cancel()
+                del self.waiting[(query, batch)]
+        self.metrics.forget(tenant, key)
+        self.metrics.queries.set(len(self.core.queries))
+        self.pump()
+        return web.json_response({"query": key, "deleted": True})
+
+    async def dispatch(self, request: web.Request) -> web.Response:
+        try:
+            body = Dispatch.model_validate_json(await request.read())
+        except ValidationError as error:
+            self.metrics.bad_requests.inc()
+            return _bad(_explain(error))
+        if body.query not in self.core.queries:
+            self.metrics.bad_requests.inc()
+            return _bad(f"query {body.query} is not registered; PUT /v1/queries/{body.query} first", 404)
+        self.complete(body.query, body.completed)
+        key = (body.query, body.batchId)
+        try:
+            self.core.submit(body.request(), self.clock())
+        except SchedulerError as error:
+            self.metrics.bad_requests.inc()
+            return _bad(str(error), 409)
+        future = self.waiting.get(key)
+        if future is None or future.done():
+            future = self.waiting[key] = asyncio.get_running_loop().create_future()
+        self.pump()
+        if future.done():  # granted at once: the common case, no timer needed
+            return web.Response(body=GrantOut.of(future.result()).model_dump_json(), content_type="application/json")
+        try:
+            grant = await asyncio.wait_for(asyncio.shield(future), body.waitMs / 1000)
+        except TimeoutError:
+            self.waiting.pop(key, None)
+            self.core.cancel(*key)
+            self.metrics.queue_depth.set(self.core.pending_count())
+            return web.json_response(GrantOut(granted=False).model_dump())
+        except asyncio.CancelledError:
+            if not future.done():
+                self.waiting.pop(key, None)
+                self.core.cancel(*key)
+            raise
+        return web.Response(body=GrantOut.of(grant).model_dump_json(), content_type="application/json")
+
+    async def complete_batches(self, request: web.Request) -> web.Response:
+        try:
+            body = Complete.model_validate_json(await request.read())
+        except ValidationError as error:
+            self.metrics.bad_requests.inc()
+            return _bad(_explain(error))
+        self.complete(body.query, body.completed)
+        self.pump()
+        return web.json_response({"completed": len(body.completed)})
+
+    async def state(self, request: web.Request) -> web.Response:
+        return web.json_response(self.core.snapshot(self.clock()))
+
+    async def overload(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"violations": [
+                {"query": v.query, "tenant": v.tenant, "lateByMs": round(v.late_by * 1000, 3), "predicted": v.predicted}
+                for v in self.core.overload(self.clock())
+            ]}
+        )
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"ok": True, "policy": self.core.policy.name, "queries": len(self.core.queries)})
+
+    async def metrics_endpoint(self, request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(self.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _ticker(self, app: web.Application) -> AsyncIterator[None]:
+        """Expire leases of crashed holders and serve aged batches even when nothing else happens."""
+
+        async def tick() -> None:
+            while True:
+                await asyncio.sleep(1.0)
+                self.pump()
+
+        task = asyncio.create_task(tick())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+@web.middleware
+async def _json_errors(request: web.Request, handler: Callable[[web.Request], object]) -> web.StreamResponse:
+    try:
+        return await handler(request)  # type: ignore[misc,no-any-return]
+    except web.HTTPException as error:
+        if error.status >= 400:
+            return _bad(f"{request.method} {request.path}: {error.reason.lower()}", error.status)
+        raise
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return _bad("the body is not valid JSON")
+
+
+SERVICE = web.AppKey("service", SchedulerService)
+
+
+def make_app(service: SchedulerService) -> web.Application:
+    app = web.Application(middlewares=[_json_errors], client_max_size=1 << 20)
+    app.add_routes([
+        web.put("/v1/queries/{tenant}/{name}", service.put_query),
+        web.delete("/v1/queries/{tenant}/{name}", service.delete_query),
+        web.post("/v1/dispatch", service.dispatch),
+        web.post("/v1/complete", service.complete_batches),
+        web.get("/v1/state", service.state),
+        web.get("/v1/overload", service.overload),
+        web.get("/healthz", service.healthz),
+        web.get("/metrics", service.metrics_endpoint),
+    ])
+    app.cleanup_ctx.append(service._ticker)
+    app[SERVICE] = service
+    return app
+
+
+class ServerThread:
+    """Serve an app on a real socket from a background thread (local runner, tests)."""
+
+    def __init__(self, app: web.Application, host: str = "127.0.0.1", port: int = 0, unix: str | None = None) -> None:
+        import threading
+
+        self.app = app
+        self.url = ""
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._runner: web.AppRunner | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(host, port, unix), name="sluice-http", daemon=True)
+
+    def _run(self, host: str, port: int, unix: str | None) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._start(host, port, unix))
+        except BaseException as error:  # reported to start()
+            self._error = error
+            self._ready.set()
+            return
+        self._ready.set()
+        self._loop.run_forever()
+
+    async def _start(self, host: str, port: int, unix: str | None) -> None:
+        self._runner = web.AppRunner(self.app, access_log=None)
+        await self._runner.setup()
+        if unix:
+            await web.UnixSite(self._runner, unix).start()
+            self.url = f"unix:{unix}"
+            return
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        server = getattr(site, "_server", None)
+        bound = server.sockets[0].getsockname()[1] if server and server.sockets else port
+        self.url = f"http://{host}:{bound}"
+
+    def start(self) -> ServerThread:
+        self._thread.start()
+        self._ready.wait(30)
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def call(self, fn: Callable[[], object]) -> None:
+        """Run fn on the server's loop (e.g. to inspect the core safely)."""
+        self._loop.call_soon_threadsafe(fn)
+
+    def stop(self) -> None:
+        if not self._thread.is_alive():
+            return
+
+        async def shutdown() -> None:
+            if self._runner is not None:
+                await self._runner.cleanup()
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(30)

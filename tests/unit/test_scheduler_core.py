@@ -1,0 +1,292 @@
+"""The pure scheduler core: ordering, costs, aging, fairness, group sizes, overload."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sluice.scheduler.bands import DEFAULT_BAND, band_for_slack, band_weights, fairscheduler_xml
+from sluice.scheduler.core import Completion, GroupTuning, Scheduler, SchedulerError
+from sluice.scheduler.costs import CostModel, CostPrior
+from sluice.scheduler.policies import BatchRequest, QuerySpec, frontier
+
+T0 = 1_700_000_000.0  # an arbitrary wall-clock instant
+
+
+def _ids(grants: list) -> list[str]:
+    return [g.query for g in grants]
+
+
+# ---------------------------------------------------------------- frontier and deadlines
+
+
+def test_frontier_stateless_is_oldest_event_and_windowed_is_window_close() -> None:
+    stateless = QuerySpec("a/filter", "a", 0.05)
+    windowed = QuerySpec("b/agg", "b", 1.0, window_size=10.0, watermark_delay=2.0)
+    batch = BatchRequest("x", 1, rows=10, oldest_event=T0 + 3.5)
+    assert frontier(stateless, batch, arrived=T0 + 4) == T0 + 3.5
+    # T0 is a multiple of 10: the window [T0, T0+10) closes when the watermark passes T0+10,
+    # i.e. at wall-clock T0 + 10 + 2 (delay)
+    assert frontier(windowed, batch, arrived=T0 + 4) == T0 + 12.0
+    explicit = BatchRequest("x", 1, rows=10, oldest_event=T0 + 3.5, window_end=T0 + 5)
+    assert frontier(windowed, explicit, arrived=T0 + 4) == T0 + 7.0
+    # unknown event time: the batch's arrival stands in
+    assert frontier(stateless, BatchRequest("x", 1), arrived=T0 + 9) == T0 + 9
+
+
+def _two_tenants(policy: str) -> Scheduler:
+    costs = CostModel(CostPrior(fixed=0.1, per_row=0.0, tail=0.0))
+    s = Scheduler(policy, capacity=1, costs=costs)
+    s.register(QuerySpec("bulk/agg", "bulk", 1.0, window_size=10.0, watermark_delay=0.0))
+    s.register(QuerySpec("pay/filter", "pay", 0.05))
+    return s
+
+
+def test_cameo_serves_the_tight_filter_before_a_window_that_cannot_close_yet() -> None:
+    """The issue's example: a 50 ms filter beats a 1 s window aggregation whose window cannot close yet.
+
+    agg: window [T0, T0+10) closes at T0+10, ddl = T0 + 10 + 1 - 0.1 = T0 + 10.9
+    filter: oldest event T0 + 0.5, ddl = T0 + 0.5 + 0.05 - 0.1 = T0 + 0.45
+    """
+    s = _two_tenants("cameo")
+    now = T0 + 0.5
+    s.submit(BatchRequest("bulk/agg", 1, rows=1000, oldest_event=T0 + 0.1), now)  # arrives first
+    s.submit(BatchRequest("pay/filter", 1, rows=10, oldest_event=T0 + 0.5), now + 0.001)
+    first = s.dispatch(now + 0.002)
+    assert _ids(first) == ["pay/filter"]
+    assert first[0].deadline == pytest.approx(T0 + 0.45)
+    assert first[0].band == "band0"  # slack is negative: already late, most urgent band
+    s.complete(Completion("pay/filter", 1, seconds=0.1))
+    second = s.dispatch(now + 0.2)
+    assert _ids(second) == ["bulk/agg"]
+    assert second[0].deadline == pytest.approx(T0 + 10.9)
+    assert second[0].band == "band7"  # ~10 s of slack: a low band
+
+
+def test_fifo_serves_arrival_order_in_one_band() -> None:
+    s = _two_tenants("fifo")
+    s.submit(BatchRequest("bulk/agg", 1, rows=1000, oldest_event=T0 + 0.1), T0 + 0.5)
+    s.submit(BatchRequest("pay/filter", 1, rows=10, oldest_event=T0 + 0.5), T0 + 0.501)
+    grant = s.dispatch(T0 + 0.502)
+    assert _ids(grant) == ["bulk/agg"] and grant[0].band == DEFAULT_BAND
+
+
+def test_edf_uses_the_plain_deadline_and_ignores_windows() -> None:
+    s = _two_tenants("edf")
+    # agg deadline T0 + 0.1 + 1 = T0 + 1.1; filter deadline T0 + 2.0 + 0.05 = T0 + 2.05
+    s.submit(BatchRequest("pay/filter", 1, rows=10, oldest_event=T0 + 2.0), T0 + 2.0)
+    s.submit(BatchRequest("bulk/agg", 1, rows=1000, oldest_event=T0 + 0.1), T0 + 2.0)
+    assert _ids(s.dispatch(T0 + 2.0)) == ["bulk/agg"]
+
+
+def test_cameo_subtracts_learned_cost() -> None:
+    """Same due time; the batch that costs more must start earlier."""
+    s = Scheduler("cameo", capacity=1, costs=CostModel(CostPrior(fixed=0.1, per_row=0.0, tail=0.0)))
+    s.register(QuerySpec("t/cheap", "t", 1.0))
+    s.register(QuerySpec("t/costly", "t", 1.0))
+    for _ in range(5):
+        s.costs.observe("t/costly", 0, 0.6)
+        s.costs.observe("t/cheap", 0, 0.05)
+    s.submit(BatchRequest("t/cheap", 1, oldest_event=T0), T0)
+    s.submit(BatchRequest("t/costly", 1, oldest_event=T0), T0)
+    assert _ids(s.dispatch(T0)) == ["t/costly"]
+
+
+def test_capacity_limits_grants_and_completion_frees_a_slot() -> None:
+    s = Scheduler("cameo", capacity=2)
+    for i in range(3):
+        s.register(QuerySpec(f"t/q{i}", "t", 1.0))
+        s.submit(BatchRequest(f"t/q{i}", 7, oldest_event=T0 + i), T0)
+    assert _ids(s.dispatch(T0)) == ["t/q0", "t/q1"]
+    assert s.dispatch(T0) == []
+    s.complete(Completion("t/q0", 7, seconds=0.2))
+    assert _ids(s.dispatch(T0 + 0.2)) == ["t/q2"]
+
+
+def test_bad_requests_are_refused_with_a_sentence() -> None:
+    s = Scheduler("cameo")
+    with pytest.raises(SchedulerError, match="not registered"):
+        s.submit(BatchRequest("nobody/x", 1), T0)
+    with pytest.raises(SchedulerError, match="latency target"):
+        s.register(QuerySpec("a/b", "a", 0.0))
+    with pytest.raises(ValueError, match="unknown policy"):
+        Scheduler("lifo")
+
+
+def test_a_crashed_holder_frees_its_slot_after_the_lease() -> None:
+    s = Scheduler("cameo", capacity=1, lease=5.0)
+    s.register(QuerySpec("t/a", "t", 1.0))
+    s.register(QuerySpec("t/b", "t", 1.0))
+    s.submit(BatchRequest("t/a", 1), T0)
+    s.submit(BatchRequest("t/b", 1), T0)
+    assert _ids(s.dispatch(T0)) == ["t/a"]
+    assert s.dispatch(T0 + 4) == []
+    assert _ids(s.dispatch(T0 + 5.1)) == ["t/b"]
+
+
+# ---------------------------------------------------------------- bands
+
+
+def test_bands_follow_slack_and_weights_are_steep() -> None:
+    assert band_for_slack(-1.0, 8) == 0
+    assert band_for_slack(0.05, 8) == 1
+    assert band_for_slack(0.3, 8) == 3
+    assert band_for_slack(1e9, 8) == 7
+    weights = band_weights(8)
+    assert weights["band0"] == 128 and weights["band7"] == 1
+    xml = fairscheduler_xml(8)
+    assert xml.count("<pool ") == 9 and '<pool name="default">' in xml
+
+
+# ---------------------------------------------------------------- costs
+
+
+def test_cost_model_reacts_to_a_10x_batch_at_once() -> None:
+    costs = CostModel()
+    for _ in range(30):
+        costs.observe("q", rows=1_000, seconds=0.15 + 1_000 * 50e-6)  # 0.2 s
+    usual = costs.estimate("q", 1_000)
+    assert usual == pytest.approx(0.2, rel=0.3)
+    spike = costs.estimate("q", 10_000)
+    # the variable part scales tenfold before any large batch was seen
+    assert spike >= 0.15 + 10_000 * 50e-6 * 0.9
+    assert spike > 2.5 * usual
+
+
+def test_cost_model_is_robust_to_one_outlier_and_conservative_when_new() -> None:
+    costs = CostModel(CostPrior(fixed=0.5, per_row=20e-6))
+    assert costs.estimate("new", 100) == pytest.approx(0.5 + 100 * 20e-6)
+    for _ in range(20):
+        costs.observe("q", rows=100, seconds=0.1)
+    before = costs.estimate("q", 100)
+    costs.observe("q", rows=100, seconds=12.0)  # a fetch-failure retry
+    after = costs.estimate("q", 100)
+    assert after < 3 * before
+    costs.observe("q", 100, 0.1, stages={"agg": 0.07}, tail=0.03)
+    assert costs.stages("q") == {"agg": 0.07}
+
+
+# ---------------------------------------------------------------- aging, fairness (properties)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n_urgent=st.integers(2, 6),
+    rounds=st.integers(20, 60),
+    max_wait=st.floats(0.5, 5.0),
+)
+def test_aging_bounds_waiting(n_urgent: int, rounds: int, max_wait: float) -> None:
+    """A batch with a far deadline, under a stream of urgent ones, waits at most max_wait plus one batch."""
+    s = Scheduler("cameo", capacity=1, max_wait=max_wait, costs=CostModel(CostPrior(0.1, 0.0, 0.0)))
+    s.register(QuerySpec("bulk/agg", "bulk", 3600.0))
+    for i in range(n_urgent):
+        s.register(QuerySpec(f"pay/f{i}", "pay", 0.05))
+    now = T0
+    s.submit(BatchRequest("bulk/agg", 1, oldest_event=now), now)
+    served_at = None
+    batch = {f"pay/f{i}": 0 for i in range(n_urgent)}
+    for _ in range(rounds):
+        for key in batch:
+            batch[key] += 1
+            s.submit(BatchRequest(key, batch[key], oldest_event=now), now)
+        for grant in s.dispatch(now):
+            if grant.query == "bulk/agg":
+                served_at = now
+            now += 0.1
+            s.complete(Completion(grant.query, grant.batch_id, seconds=0.1))
+        if served_at is not None:
+            break
+    if now - T0 >= max_wait + 0.1:
+        assert served_at is not None
+        assert served_at - T0 <= max_wait + 0.1 + 1e-9
+
+
+@settings(max_examples=60, deadline=None)
+@given(weights=st.lists(st.floats(0.5, 4.0), min_size=2, max_size=5), steps=st.integers(40, 120))
+def test_fair_never_starves_and_follows_weights(weights: list[float], steps: int) -> None:
+    s = Scheduler("fair", capacity=1, costs=CostModel(CostPrior(0.1, 0.0, 0.0)))
+    tenants = [f"t{i}" for i in range(len(weights))]
+    for tenant, weight in zip(tenants, weights, strict=True):
+        s.register(QuerySpec(f"{tenant}/q", tenant, 1.0, weight=weight))
+    served = dict.fromkeys(tenants, 0)
+    next_batch = dict.fromkeys(tenants, 1)
+    now = T0
+    for _ in range(steps):
+        for tenant in tenants:  # every tenant always has a batch waiting (backlogged)
+            s.submit(BatchRequest(f"{tenant}/q", next_batch[tenant]), now)
+        for grant in s.dispatch(now):
+            tenant = grant.query.split("/")[0]
+            served[tenant] += 1
+            next_batch[tenant] += 1
+            now += 0.1
+            s.complete(Completion(grant.query, grant.batch_id, seconds=0.1))
+    total_weight = sum(weights)
+    for tenant, weight in zip(tenants, weights, strict=True):
+        share = weight / total_weight
+        assert served[tenant] >= 1  # nobody starves
+        assert served[tenant] >= share * steps - (max(weights) / min(weights)) - 2
+
+
+# ---------------------------------------------------------------- group grants (AIMD)
+
+
+def test_group_size_grows_multiplicatively_and_shrinks_additively() -> None:
+    s = Scheduler("cameo", capacity=4, group=GroupTuning(k_max=8, grow_above=0.1, shrink_below=0.02))
+    s.register(QuerySpec("t/q", "t", 10.0))
+    batch = 0
+
+    def cycle(coordination: float, seconds: float = 0.1) -> int:
+        nonlocal batch
+        batch += 1
+        s.submit(BatchRequest("t/q", batch, oldest_event=T0), T0)
+        (grant,) = s.dispatch(T0)
+        batch = grant.batch_id + grant.k - 1
+        s.complete(Completion("t/q", batch, seconds=seconds, coordination=coordination))
+        return s.queries["t/q"].k
+
+    assert [cycle(0.05) for _ in range(5)] == [2, 4, 8, 8, 8]  # coordination 33% of the time
+    assert [cycle(0.0) for _ in range(3)] == [7, 6, 5]  # coordination negligible: -1 each
+    assert cycle(0.005) == 5  # between the bounds: unchanged
+    # a change of band (priority moved) shrinks the group by one at the next grant
+    batch += 1
+    s.submit(BatchRequest("t/q", batch, oldest_event=T0 - 100), T0)
+    (grant,) = s.dispatch(T0)
+    assert grant.band == "band0" and grant.k == 4
+
+
+def test_a_group_grant_holds_one_slot_until_its_last_batch() -> None:
+    s = Scheduler("cameo", capacity=1)
+    s.register(QuerySpec("t/q", "t", 10.0))
+    s.register(QuerySpec("t/other", "t", 10.0))
+    s.queries["t/q"].k = 3
+    s.submit(BatchRequest("t/q", 10), T0)
+    (grant,) = s.dispatch(T0)
+    assert grant.k == 3
+    s.submit(BatchRequest("t/other", 1), T0)
+    s.complete(Completion("t/q", 10, seconds=0.01, coordination=0.0))
+    s.complete(Completion("t/q", 11, seconds=0.01, coordination=0.0))
+    assert s.dispatch(T0) == []  # batch 12 still holds the slot
+    s.complete(Completion("t/q", 12, seconds=0.01, coordination=0.0))
+    assert _ids(s.dispatch(T0)) == ["t/other"]
+
+
+# ---------------------------------------------------------------- overload
+
+
+def test_overload_names_the_violating_queries_and_by_how_much() -> None:
+    costs = CostModel(CostPrior(fixed=1.0, per_row=0.0, tail=0.0))
+    s = Scheduler("cameo", capacity=1, costs=costs)
+    for i in range(3):
+        s.register(QuerySpec(f"t{i}/q", f"t{i}", 1.5))
+        s.submit(BatchRequest(f"t{i}/q", 1, oldest_event=T0), T0)
+    # three 1 s batches due at T0 + 1.5 on one slot finish at +1, +2, +3
+    report = {v.query: v for v in s.overload(T0)}
+    assert set(report) == {"t1/q", "t2/q"}
+    assert report["t2/q"].late_by == pytest.approx(1.5)
+    assert report["t1/q"].late_by == pytest.approx(0.5)
+    assert all(v.predicted for v in report.values())
+    # observed lateness is reported too
+    s.dispatch(T0)
+    s.complete(Completion("t0/q", 1, seconds=1.0, latency=2.5))
+    assert any(v.query == "t0/q" and not v.predicted and v.late_by == pytest.approx(1.0) for v in s.overload(T0 + 1))

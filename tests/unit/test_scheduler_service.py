@@ -1,0 +1,235 @@
+"""The scheduler sidecar on real loopback sockets, driven by the real client."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sluice.scheduler.bands import DEFAULT_BAND
+from sluice.scheduler.client import FAIL_OPEN, SchedulerClient
+from sluice.scheduler.core import Completion, Scheduler
+from sluice.scheduler.costs import CostModel, CostPrior
+from sluice.scheduler.local import LocalScheduler
+from sluice.scheduler.policies import BatchRequest, QuerySpec
+from sluice.scheduler.server import SchedulerService, ServerThread, make_app
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[ServerThread, SchedulerService]]:
+    service = SchedulerService(Scheduler("cameo", capacity=2, costs=CostModel(CostPrior(0.1, 0.0, 0.0))))
+    server = ServerThread(make_app(service)).start()
+    try:
+        yield server, service
+    finally:
+        server.stop()
+
+
+def _post(url: str, body: bytes, method: str = "POST") -> tuple[int, str]:
+    request = urllib.request.Request(url, data=body, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_register_dispatch_complete_round_trip(served: tuple[ServerThread, SchedulerService]) -> None:
+    server, service = served
+    client = SchedulerClient(server.url)
+    assert client.register(QuerySpec("pay/filter", "pay", 0.5))
+    grant = client.dispatch(BatchRequest("pay/filter", 1, rows=10, oldest_event=time.time()))
+    assert grant.batch_id == 1 and grant.band.startswith("band") and not grant.fail_open
+    # the completion travels with the next request: one round trip per batch
+    grant2 = client.dispatch(BatchRequest("pay/filter", 2, rows=10), [Completion("pay/filter", 1, seconds=0.2, rows=10)])
+    assert grant2.batch_id == 2
+    assert service.core.costs.samples("pay/filter") == 1
+    assert client.complete("pay/filter", [Completion("pay/filter", 2, seconds=0.2, rows=10)])
+    assert service.core.in_flight == 0
+
+
+def test_many_concurrent_clients_never_exceed_capacity(served: tuple[ServerThread, SchedulerService]) -> None:
+    server, _ = served
+    clients, cycles = 16, 40
+    running = 0
+    peak = 0
+    granted = 0
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        nonlocal running, peak, granted
+        client = SchedulerClient(server.url)
+        key = f"t{i % 4}/q{i}"
+        client.register(QuerySpec(key, f"t{i % 4}", 0.2 + i * 0.01))
+        done: list[Completion] = []
+        try:
+            for batch in range(cycles):
+                grant = client.dispatch(BatchRequest(key, batch, rows=5, oldest_event=time.time()), done)
+                assert not grant.fail_open
+                with lock:
+                    running += 1
+                    peak = max(peak, running)
+                    granted += 1
+                time.sleep(0.0005)
+                with lock:
+                    running -= 1
+                done = [Completion(key, batch, seconds=0.0005, rows=5)]
+            client.complete(key, done)
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    assert granted == clients * cycles
+    assert 1 <= peak <= 2  # the pool's capacity
+
+
+def test_the_urgent_query_is_granted_first_over_http(served: tuple[ServerThread, SchedulerService]) -> None:
+    server, service = served
+    service.core.capacity = 1
+    client = SchedulerClient(server.url)
+    client.register(QuerySpec("bulk/agg", "bulk", 1.0, window_size=10.0))
+    client.register(QuerySpec("pay/filter", "pay", 0.05))
+    client.register(QuerySpec("x/holder", "x", 5.0))
+    holder = client.dispatch(BatchRequest("x/holder", 1))  # takes the only slot
+    order: list[str] = []
+
+    def ask(key: str, delay: float) -> None:
+        time.sleep(delay)
+        SchedulerClient(server.url).dispatch(BatchRequest(key, 1, rows=10, oldest_event=time.time()))
+        order.append(key)
+
+    threads = [threading.Thread(target=ask, args=("bulk/agg", 0.0)), threading.Thread(target=ask, args=("pay/filter", 0.1))]
+    for t in threads:
+        t.start()
+    time.sleep(0.4)
+    assert order == []  # both wait: the slot is held
+    client.complete("x/holder", [Completion("x/holder", holder.batch_id, seconds=0.5)])
+    threads[1].join(10)
+    assert order == ["pay/filter"]  # arrived later, granted first
+    client.complete("pay/filter", [Completion("pay/filter", 1, seconds=0.01)])
+    threads[0].join(10)
+    assert order == ["pay/filter", "bulk/agg"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "words"),
+    [
+        ("/v1/dispatch", b"{not json", 400, "valid JSON"),
+        ("/v1/dispatch", b'{"query": "pay/filter", "batchId": -1}', 400, "batchId"),
+        ("/v1/dispatch", b'{"query": "pay/filter", "batchId": 1, "colour": "red"}', 400, "colour"),
+        ("/v1/dispatch", b'{"query": "nobody/x", "batchId": 1}', 404, "not registered"),
+        ("/v1/dispatch", b'{"query": "no-slash", "batchId": 1}', 400, "query"),
+        ("/v1/complete", b'{"query": "pay/filter", "completed": []}', 400, "completed"),
+        ("/v1/queries/pay/filter", b'{"latencyTargetMs": 0}', 400, "latencyTargetMs"),
+        ("/v1/nowhere", b"{}", 404, "not found"),
+    ],
+)
+def test_malformed_requests_get_a_4xx_sentence(
+    served: tuple[ServerThread, SchedulerService], path: str, body: bytes, status: int, words: str
+) -> None:
+    server, _ = served
+    SchedulerClient(server.url).register(QuerySpec("pay/filter", "pay", 0.5))
+    method = "PUT" if path.startswith("/v1/queries") else "POST"
+    code, text = _post(server.url + path, body, method)
+    assert code == status
+    assert words in text and '"error"' in text and "Traceback" not in text
+    assert _post(server.url + "/healthz", b"", "GET")[0] == 200  # still serving
+
+
+def test_metrics_have_bounded_labels_and_forget_unregistered_queries(served: tuple[ServerThread, SchedulerService]) -> None:
+    server, _ = served
+    client = SchedulerClient(server.url)
+    client.register(QuerySpec("pay/filter", "pay", 0.5))
+    client.dispatch(BatchRequest("pay/filter", 1))
+    client.complete("pay/filter", [Completion("pay/filter", 1, seconds=0.1, latency=0.9)])
+    text = urllib.request.urlopen(server.url + "/metrics", timeout=10).read().decode()
+    assert 'sluice_scheduler_grants_total{query="pay/filter",tenant="pay"} 1.0' in text
+    assert 'sluice_scheduler_sla_violations_total{query="pay/filter",tenant="pay"} 1.0' in text
+    assert "sluice_scheduler_wait_seconds_bucket" in text and "sluice_scheduler_queue_depth 0.0" in text
+    assert client.unregister("pay/filter")
+    text = urllib.request.urlopen(server.url + "/metrics", timeout=10).read().decode()
+    assert 'query="pay/filter"' not in text
+
+
+def test_unix_socket(tmp_path: Path) -> None:
+    service = SchedulerService(Scheduler("edf", capacity=1))
+    server = ServerThread(make_app(service), unix=str(tmp_path / "s.sock")).start()
+    try:
+        client = SchedulerClient(server.url)
+        assert client.register(QuerySpec("a/b", "a", 1.0))
+        assert client.dispatch(BatchRequest("a/b", 3)).batch_id == 3
+    finally:
+        server.stop()
+
+
+def _start_sidecar(port: int = 0) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sluice.scheduler", "--port", str(port), "--capacity", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    line = proc.stdout.readline() if proc.stdout else ""
+    match = re.search(r"listening on (\S+)", line)
+    assert match, f"sidecar did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}"
+    return proc, match.group(1)
+
+
+def test_killed_sidecar_fails_open_and_a_restarted_one_gates_again() -> None:
+    proc, url = _start_sidecar()
+    port = int(url.rsplit(":", 1)[1])
+    client = SchedulerClient(url, timeout=1.0)
+    spec = QuerySpec("pay/filter", "pay", 0.5)
+    try:
+        assert client.register(spec)
+        assert not client.dispatch(BatchRequest("pay/filter", 1)).fail_open
+        proc.kill()
+        proc.wait(10)
+        before = FAIL_OPEN._value.get()
+        grant = client.dispatch(BatchRequest("pay/filter", 2))
+        assert grant.fail_open and grant.band == DEFAULT_BAND and client.mode == "fail-open"
+        assert FAIL_OPEN._value.get() == before + 1
+        proc, url = _start_sidecar(port)
+        # the new sidecar knows nothing: the runtime registers again and is gated again
+        assert client.register(spec)
+        grant = client.dispatch(BatchRequest("pay/filter", 3))
+        assert not grant.fail_open and client.mode == "gated"
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_in_process_scheduler_orders_threads_like_the_sidecar() -> None:
+    local = LocalScheduler(Scheduler("cameo", capacity=1, costs=CostModel(CostPrior(0.1, 0.0, 0.0))))
+    local.register(QuerySpec("x/holder", "x", 5.0))
+    local.register(QuerySpec("bulk/agg", "bulk", 1.0, window_size=10.0))
+    local.register(QuerySpec("pay/filter", "pay", 0.05))
+    local.dispatch(BatchRequest("x/holder", 1))
+    order: list[str] = []
+
+    def ask(key: str) -> None:
+        local.dispatch(BatchRequest(key, 1, oldest_event=time.time()))
+        order.append(key)
+
+    a = threading.Thread(target=ask, args=("bulk/agg",))
+    a.start()
+    time.sleep(0.05)
+    b = threading.Thread(target=ask, args=("pay/filter",))
+    b.start()
+    time.sleep(0.1)
+    local.complete("x/holder", [Completion("x/holder", 1, seconds=0.1)])
+    b.join(5)
+    local.complete("pay/filter", [Completion("pay/filter", 1, seconds=0.1)])
+    a.join(5)
+    assert order == ["pay/filter", "bulk/agg"]
