@@ -58,6 +58,8 @@ class FilesSource(Model):
     """Row schema as a Spark DDL string, e.g. 'ts TIMESTAMP, user STRING, amount DOUBLE'."""
     maxFilesPerTrigger: int | None = Field(default=None, gt=0)
     """At most this many new files per micro-batch."""
+    eventTime: ColumnName | None = None
+    """Timestamp column holding each row's production time (latency is measured from it)."""
 
 
 class KafkaSource(Model):
@@ -74,6 +76,8 @@ class KafkaSource(Model):
     """Where a new query starts reading."""
     maxOffsetsPerTrigger: int | None = Field(default=None, gt=0)
     """At most this many records per micro-batch."""
+    failOnDataLoss: bool = False
+    """Fail the query when offsets were aged out of the topic before they were read."""
 
 
 Source = Annotated[

@@ -9,8 +9,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from .bands import DEFAULT_BAND
 from .core import Completion, Grant, Scheduler
 from .policies import BatchRequest, QuerySpec
+
+
+def _released(request: BatchRequest) -> Grant:
+    """The query is not (or no longer) registered: run at once, ungated, in the default pool."""
+    return Grant(request.query, request.batch_id, DEFAULT_BAND, 1, 0.0, 0.0, 0.0, fail_open=True)
 
 
 class LocalScheduler:
@@ -46,9 +52,13 @@ class LocalScheduler:
         with self._cond:
             for done in completed:
                 self.core.complete(done)
+            if request.query not in self.core.queries:
+                return _released(request)
             self.core.submit(request, self.clock())
             self._pump()
             while key not in self._granted:
+                if request.query not in self.core.queries:  # unregistered while waiting (stop)
+                    return _released(request)
                 self._cond.wait(self.wait)
                 self._pump()  # aging and leases move with time even when nobody calls
             return self._granted.pop(key)

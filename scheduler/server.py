@@ -134,7 +134,7 @@ class SchedulerService:
             return _bad(f"query {key} is not registered", 404)
         self.core.unregister(key)
         for (query, batch), future in list(self.waiting.items()):
-            if query == key:
+            if query == key:  # release whoever waits: the runtime stops this query
                 future.cancel()
                 del self.waiting[(query, batch)]
         self.metrics.forget(tenant, key)
@@ -172,6 +172,9 @@ class SchedulerService:
             self.metrics.queue_depth.set(self.core.pending_count())
             return web.json_response(GrantOut(granted=False).model_dump())
         except asyncio.CancelledError:
+            if future.cancelled() and body.query not in self.core.queries:
+                # unregistered while waiting: tell the client to go ahead ungated
+                return web.json_response(GrantOut(granted=False, released=True).model_dump())
             if not future.done():
                 self.waiting.pop(key, None)
                 self.core.cancel(*key)

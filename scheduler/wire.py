@@ -97,6 +97,8 @@ class GrantOut(Wire):
     slackMs: float = 0.0
     waitedMs: float = 0.0
     aged: bool = False
+    released: bool = False
+    """No grant will come: the query was unregistered while waiting; run ungated."""
 
     @classmethod
     def of(cls, g: Grant) -> GrantOut:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from sluice.api.manifest import ManifestError, parse_text
+from sluice.api.query import StreamingQuery
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -58,38 +59,147 @@ def crds() -> None:
     click.echo(crds_yaml(), nl=False)
 
 
-@main.command()
-@click.option("--examples", "folder", default="examples", show_default=True, help="Folder of manifests.")
-def demo(folder: str) -> None:
-    """Show what Sluice would run: validate the example manifests and summarise each query."""
-    from sluice.api.query import StreamingQuery
+def _load_queries(files: tuple[str, ...]) -> tuple[list[StreamingQuery], str | None]:
+    """Read manifests; exits 1 with one sentence per error. Returns queries and a pool policy."""
+    from sluice.api.pool import StreamingPool
 
-    paths = sorted(Path(folder).glob("*.yaml"))
-    if not paths:
+    queries: list[StreamingQuery] = []
+    policy: str | None = None
+    errors: list[ManifestError] = []
+    for name in files:
+        try:
+            text = Path(name).read_text(encoding="utf-8")
+        except OSError as error:
+            errors.append(ManifestError(name, "", f"cannot be read ({error.strerror or error}); check the path."))
+            continue
+        parsed, problems = parse_text(text, name)
+        errors.extend(problems)
+        for item in parsed:
+            if isinstance(item.resource, StreamingQuery):
+                queries.append(item.resource)
+            elif isinstance(item.resource, StreamingPool):
+                policy = item.resource.spec.policy
+    for problem in errors:
+        click.echo(str(problem), err=True)
+    if errors:
+        sys.exit(1)
+    if not queries:
+        click.echo("No StreamingQuery in the given files; pass at least one query manifest with -f.", err=True)
+        sys.exit(1)
+    return queries, policy
+
+
+def _duration(value: str | None, option: str) -> float | None:
+    if value is None:
+        return None
+    from sluice.api.units import Duration
+
+    try:
+        return Duration.parse(value).seconds
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint=option) from None
+
+
+@main.command()
+@click.option("-f", "--filename", "files", multiple=True, required=True, help="Manifest file(s); a StreamingPool in them sets the policy.")
+@click.argument("more", nargs=-1)
+@click.option("--duration", help="Stop cleanly after this long, e.g. 60s (default: until Ctrl-C).")
+@click.option("--report", type=click.Path(dir_okay=False), help="Write a JSON report here when the run ends.")
+@click.option("--policy", type=click.Choice(["fifo", "fair", "edf", "cameo"]), help="Override the pool's policy (default cameo).")
+@click.option("--workdir", type=click.Path(file_okay=False), help="Checkpoints and Spark files (default: a new temp dir). Reuse it to resume.")
+def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, report: str | None,
+        policy: str | None, workdir: str | None) -> None:
+    """Run StreamingQuery manifests locally on the embedded default (Spark local[*])."""
+    import threading
+
+    from rich.live import Live
+
+    from sluice.runtime import runner
+
+    queries, pool_policy = _load_queries((*files, *more))
+    seconds = _duration(duration, "--duration")
+    stop = threading.Event()
+    runner.install_interrupt(stop)
+    chosen = policy or pool_policy or "cameo"
+    click.echo(f"starting Spark (local[*]) with {len(queries)} quer{'y' if len(queries) == 1 else 'ies'} under {chosen} ...", err=True)
+    with Live(auto_refresh=False, redirect_stderr=False) as live:
+        def tick(statuses: dict[str, dict[str, object]]) -> None:
+            live.update(runner.live_table(statuses), refresh=True)
+
+        options = runner.RunOptions(policy=chosen, duration=seconds, stop=stop, on_tick=tick,
+                                    workdir=Path(workdir) if workdir else None)
+        result = runner.run(queries, options)
+    if report:
+        runner.write_report(result, Path(report))
+        click.echo(f"wrote {report}", err=True)
+    failed = [k for k, q in result["queries"].items() if q["phase"] == "Failed"]
+    for key in failed:
+        click.echo(f"{key} failed: {result['queries'][key]['message']}", err=True)
+
+
+@main.command()
+@click.option("--seconds", type=click.FloatRange(10, 3600), default=45, show_default=True, help="Run time per policy.")
+@click.option("--examples", "folder", default="examples/demo", show_default=True, help="Folder of the demo's manifests.")
+@click.option("--policies", default="fifo,cameo", show_default=True, help="Policies to compare, in order.")
+@click.option("--report", type=click.Path(dir_okay=False), help="Write both runs' reports as JSON here.")
+def demo(seconds: float, folder: str, policies: str, report: str | None) -> None:
+    """Two tenants on one Spark: a tight-SLA filter beside a heavy windowed aggregation, fifo then cameo."""
+    import json
+
+    from sluice.runtime import runner
+
+    files = tuple(str(p) for p in sorted(Path(folder).glob("*.yaml")))
+    if not files:
         click.echo(f"No manifests in '{folder}'; pass --examples with a folder of YAML files.", err=True)
         sys.exit(1)
-    failed = False
-    for path in paths:
-        parsed, problems = parse_text(path.read_text(encoding="utf-8"), str(path))
-        for problem in problems:
-            failed = True
-            click.echo(str(problem), err=True)
-        for item in parsed:
-            resource = item.resource
-            if isinstance(resource, StreamingQuery):
-                spec = resource.spec
-                steps = " -> ".join(step.kind for step in spec.pipeline)
-                click.echo(
-                    f"{resource.key:34} pool={spec.pool:8} SLA {spec.sla.latencyTarget.ms:>7.0f} ms  "
-                    f"{spec.source.type} -> {steps} -> {spec.sink.type}"
-                    + ("  [stateful]" if spec.stateful else "")
-                )
-            else:
-                click.echo(
-                    f"pool {resource.metadata.name:29} policy={resource.spec.policy} "
-                    f"executors {resource.spec.minExecutors}..{resource.spec.maxExecutors}"
-                )
-    sys.exit(1 if failed else 0)
+    queries, _ = _load_queries(files)
+    chosen = [p.strip() for p in policies.split(",") if p.strip()]
+    unknown = [p for p in chosen if p not in runner.POLICIES]
+    if unknown:
+        click.echo(f"--policies: unknown {', '.join(unknown)}; use fifo, fair, edf or cameo.", err=True)
+        sys.exit(1)
+    import threading
+
+    stop = threading.Event()
+    runner.install_interrupt(stop)
+    results = {}
+    for policy in chosen:
+        if stop.is_set():
+            break
+        click.echo(f"[{policy}] running {len(queries)} queries for {seconds:g}s on Spark local[*] ...", err=True)
+        results[policy] = runner.run(queries, runner.RunOptions(policy=policy, duration=seconds, stop=stop))
+        runner.stop_session()
+    click.echo(demo_table(results, queries))
+    if report:
+        Path(report).write_text(json.dumps(results, indent=2) + "\n")
+
+
+def demo_table(results: dict[str, dict[str, object]], queries: list[StreamingQuery]) -> str:
+    """Side by side: p50/p99/attainment per query per policy, and each policy's p99 over the last's."""
+    policies = list(results)
+    lines = []
+    head = f"{'query':34} {'SLA ms':>7}" + "".join(f" | {p + ' p50':>10} {'p99':>8} {'att':>6} {'rows':>8}" for p in policies)
+    lines.append(head)
+    lines.append("-" * len(head))
+    last = policies[-1] if policies else ""
+    for query in queries:
+        key = query.key
+        row = f"{key:34} {query.spec.sla.latencyTarget.ms:>7.0f}"
+        for p in policies:
+            q = results[p]["queries"].get(key, {})  # type: ignore[attr-defined]
+            p50, p99, att = q.get("p50_ms"), q.get("p99_ms"), q.get("attainment")
+            row += (f" | {'-' if p50 is None else f'{p50:.0f}':>10} {'-' if p99 is None else f'{p99:.0f}':>8}"
+                    f" {'-' if att is None else f'{att:.0%}':>6} {q.get('rows', 0):>8}")
+        lines.append(row)
+    if len(policies) > 1:
+        lines.append("")
+        for query in queries:
+            base = results[last]["queries"].get(query.key, {}).get("p99_ms")  # type: ignore[attr-defined]
+            for p in policies[:-1]:
+                other = results[p]["queries"].get(query.key, {}).get("p99_ms")  # type: ignore[attr-defined]
+                if base and other:
+                    lines.append(f"{query.key}: p99 {p}/{last} = {other / base:.2f}x")
+    return "\n".join(lines)
 
 
 @main.group()

@@ -1,0 +1,96 @@
+"""Latency bookkeeping per query (pure): per-batch latency quantiles in, sliding-window figures out.
+
+Each committed batch contributes the latencies of its output rows as a quantile grid (from one
+`percentile_approx` over the batch's `_sluice_ts`), weighted by the batch's row count. The
+window's p50/p99 and SLA attainment (share of rows within the target) are read from the merged,
+weighted sample: exact for the grid points, an interpolation between them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+GRID: tuple[float, ...] = (0.0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0)
+
+
+def _masses(grid: tuple[float, ...]) -> list[float]:
+    """Probability mass each grid point stands for (half the gap to each neighbour)."""
+    out = []
+    for i, q in enumerate(grid):
+        lo = (q + grid[i - 1]) / 2 if i > 0 else 0.0
+        hi = (q + grid[i + 1]) / 2 if i + 1 < len(grid) else 1.0
+        out.append(hi - lo)
+    return out
+
+
+MASSES = _masses(GRID)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLatency:
+    committed: float
+    """Wall-clock time the batch's output was committed."""
+    rows: int
+    """Output rows."""
+    latencies: tuple[float, ...]
+    """Latency in seconds at each GRID quantile of the batch's production times (oldest first)."""
+
+
+def batch_latency(committed: float, rows: int, produced_quantiles: list[float]) -> BatchLatency:
+    """From production-time quantiles (ascending: oldest first) to latencies (descending)."""
+    return BatchLatency(committed, rows, tuple(max(committed - t, 0.0) for t in produced_quantiles))
+
+
+@dataclass
+class LatencyWindow:
+    target: float
+    horizon: float = 60.0
+    batches: deque[BatchLatency] = field(default_factory=deque)
+    all_rows: int = 0
+    all_within: float = 0.0
+
+    def add(self, batch: BatchLatency) -> None:
+        self.batches.append(batch)
+        self.all_rows += batch.rows
+        self.all_within += self._within(batch)
+
+    def _within(self, batch: BatchLatency) -> float:
+        return batch.rows * sum(m for lat, m in zip(batch.latencies, MASSES, strict=False) if lat <= self.target)
+
+    def _trim(self, now: float) -> None:
+        while self.batches and self.batches[0].committed < now - self.horizon:
+            self.batches.popleft()
+
+    def sample(self, now: float) -> list[tuple[float, float]]:
+        self._trim(now)
+        return sorted(
+            (lat, b.rows * m) for b in self.batches if b.rows > 0 for lat, m in zip(b.latencies, MASSES, strict=False)
+        )
+
+    def quantile(self, q: float, now: float) -> float | None:
+        sample = self.sample(now)
+        total = sum(w for _, w in sample)
+        if total <= 0:
+            return None
+        goal, seen = q * total, 0.0
+        for latency, weight in sample:
+            seen += weight
+            if seen >= goal:
+                return latency
+        return sample[-1][0]
+
+    def attainment(self, now: float) -> float | None:
+        """Share of output rows in the window committed within the target."""
+        sample = self.sample(now)
+        total = sum(w for _, w in sample)
+        if total <= 0:
+            return None
+        return sum(w for lat, w in sample if lat <= self.target) / total
+
+    def overall_attainment(self) -> float | None:
+        return None if self.all_rows == 0 else self.all_within / self.all_rows
+
+    def maximum(self, now: float) -> float | None:
+        sample = self.sample(now)
+        return sample[-1][0] if sample else None

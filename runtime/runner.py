@@ -1,0 +1,138 @@
+"""`sluice run`: run StreamingQuery manifests locally on the embedded default (`local[*]`).
+
+Policies: `cameo` and `edf` gate every micro-batch through the Sluice scheduler core (in-process)
+and pick a FAIR band per batch; `fifo` and `fair` are Spark on its own: FIFO scheduling with no
+gate, or FAIR scheduling with one equal pool per query and no gate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sluice.api.query import StreamingQuery
+from sluice.scheduler.core import Scheduler
+from sluice.scheduler.local import LocalScheduler
+
+from .host import QueryHost, spark_name
+from .session import SessionConfig, build_session
+
+GATED = ("cameo", "edf")
+POLICIES = ("fifo", "fair", "edf", "cameo")
+
+
+@dataclass
+class RunOptions:
+    policy: str = "cameo"
+    duration: float | None = None
+    master: str = "local[*]"
+    workdir: Path | None = None
+    capacity: int | None = None
+    on_tick: Callable[[dict[str, dict[str, Any]]], None] | None = None
+    tick: float = 1.0
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+def _needs_kafka(queries: list[StreamingQuery]) -> bool:
+    return any(q.spec.source.type == "kafka" or q.spec.sink.type == "kafka" for q in queries)
+
+
+def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
+    """Run the queries until `duration` passes or `stop` is set; returns the report."""
+    if options.policy not in POLICIES:
+        raise ValueError(f"unknown policy {options.policy!r}; use one of {', '.join(POLICIES)}")
+    workdir = options.workdir or Path(tempfile.mkdtemp(prefix="sluice-run-"))
+    config = SessionConfig(
+        master=options.master,
+        scheduling="FIFO" if options.policy == "fifo" else "FAIR",
+        kafka=_needs_kafka(queries),
+        workdir=workdir,
+    )
+    spark = build_session(config)
+    gate = None
+    fixed: Callable[[StreamingQuery], str | None] | None = None
+    if options.policy in GATED:
+        capacity = options.capacity or os.cpu_count() or 2
+        gate = LocalScheduler(Scheduler(options.policy, capacity=capacity))
+    elif options.policy == "fair":
+        def fixed(q: StreamingQuery) -> str | None:
+            return spark_name(q.key)  # one equal pool per query
+    host = QueryHost(spark, workdir / "checkpoints", gate, fixed)
+    started = time.time()
+    try:
+        for query in queries:
+            host.add(query)
+        while not options.stop.is_set():
+            if options.duration is not None and time.time() - started >= options.duration:
+                break
+            options.stop.wait(options.tick)
+            if options.on_tick:
+                options.on_tick(host.statuses())
+        statuses = host.statuses()
+    finally:
+        host.stop_all()
+    per_query: dict[str, dict[str, Any]] = {}
+    report: dict[str, Any] = {"policy": options.policy, "seconds": round(time.time() - started, 1), "queries": per_query}
+    for key, status in statuses.items():
+        per_query[key] = {
+            "p50_ms": status["p50_ms"], "p99_ms": status["p99_ms"], "max_ms": status["max_ms"],
+            "sla_ms": status["sla_ms"], "attainment": status["attainment_total"], "rows": status["rows"],
+            "output_rows": status["output_rows"], "batches": status["batches"], "phase": status["phase"],
+            "message": status["message"], "bands": status["bands"],
+        }
+    return report
+
+
+def stop_session() -> None:
+    """Stop the active SparkSession (a new policy needs a fresh one: the scheduler mode is fixed)."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+
+
+def install_interrupt(stop: threading.Event) -> None:
+    """Ctrl-C and SIGTERM stop the run cleanly (every query is stopped, the report written)."""
+
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def live_table(statuses: dict[str, dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="sluice run", expand=False)
+    for column in ("query", "phase", "in rows/s", "p50 ms", "p99 ms", "SLA ms", "attainment", "batches", "scheduler"):
+        table.add_column(column, justify="left" if column in ("query", "phase", "scheduler") else "right")
+    for key, s in statuses.items():
+        att = s["attainment"]
+        late = s["p99_ms"] is not None and s["p99_ms"] > s["sla_ms"]
+        p99 = "-" if s["p99_ms"] is None else f"[{'red' if late else 'green'}]{s['p99_ms']:.0f}[/]"
+        table.add_row(
+            key, s["phase"] if not s["message"] else f"{s['phase']}: {s['message'][:60]}",
+            f"{s['input_rate']:.0f}", "-" if s["p50_ms"] is None else f"{s['p50_ms']:.0f}", p99,
+            f"{s['sla_ms']:.0f}", "-" if att is None else f"{att:.1%}", str(s["batches"]), s["scheduler"],
+        )
+    return table
+
+
+def write_report(report: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+
+
+def cleanup(workdir: Path) -> None:
+    shutil.rmtree(workdir, ignore_errors=True)

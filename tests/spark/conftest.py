@@ -1,0 +1,20 @@
+"""One real local SparkSession per test module (FAIR mode with the band ladder)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from sluice.runtime.runner import stop_session
+    from sluice.runtime.session import SessionConfig, build_session
+
+    stop_session()
+    session = build_session(SessionConfig(master="local[2]", workdir=Path(tmp_path_factory.mktemp("spark"))))
+    yield session
+    session.stop()

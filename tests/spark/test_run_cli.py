@@ -1,0 +1,43 @@
+"""`sluice run` drives real Spark: --duration stops it cleanly and --report keeps its JSON shape."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_run_with_duration_writes_the_report(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sluice", "run", "-f", str(ROOT / "examples" / "fraud-filter.yaml"),
+         "--duration", "12s", "--report", str(report), "--workdir", str(tmp_path / "work")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(report.read_text())
+    query = result["queries"]["payments/fraud-filter"]
+    assert {"p50_ms", "p99_ms", "sla_ms", "attainment", "rows", "batches", "phase"} <= set(query)
+    assert query["phase"] == "Running" and query["sla_ms"] == 500.0
+    assert query["batches"] > 5 and query["rows"] > 0
+    assert 0 < query["p50_ms"] <= query["p99_ms"]
+    assert 0.0 <= query["attainment"] <= 1.0
+    assert result["policy"] == "cameo" and 12 <= result["seconds"] < 60
+
+
+def test_run_refuses_bad_input_in_one_sentence(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((ROOT / "examples" / "fraud-filter.yaml").read_text().replace("500ms", "soon"))
+    proc = subprocess.run([sys.executable, "-m", "sluice", "run", "-f", str(bad), "--duration", "5s"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "spec.sla.latencyTarget" in proc.stderr and "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "sluice", "run", "-f", str(ROOT / "examples" / "pool.yaml"),
+                           "--duration", "later"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr

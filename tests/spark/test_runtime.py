@@ -1,0 +1,260 @@
+"""The runtime on real Spark (local mode): builder, gate, bands, fail-open, latency, restart, failures."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.api.query import StreamingQuery
+from sluice.runtime.host import QueryHost
+from sluice.scheduler.client import SchedulerClient
+from sluice.scheduler.core import Completion, Scheduler
+from sluice.scheduler.local import LocalScheduler
+from sluice.scheduler.policies import BatchRequest, QuerySpec
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+SCHEMA = "id INT, user STRING, amount DOUBLE, produced_at TIMESTAMP"
+
+
+def query(name: str, namespace: str, source: dict[str, Any], pipeline: list[dict[str, Any]],
+          sink: dict[str, Any] | None = None, sla: str = "2s") -> StreamingQuery:
+    return StreamingQuery.model_validate({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"pool": "test", "source": source, "pipeline": pipeline, "sink": sink or {"type": "memory"},
+                 "sla": {"latencyTarget": sla}, "trigger": {"interval": "200ms"}, "resources": {"shufflePartitions": 2}},
+    })
+
+
+def files_source(path: Path) -> dict[str, Any]:
+    path.mkdir(parents=True, exist_ok=True)  # Spark's file source needs its directory to exist
+    return {"type": "files", "format": "json", "path": str(path), "schema": SCHEMA, "eventTime": "produced_at"}
+
+
+def write_rows(folder: Path, name: str, rows: list[dict[str, Any]]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder.parent / f".{name}.tmp"
+    tmp.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    tmp.rename(folder / name)  # atomic: Spark never sees half a file
+
+
+def iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int((t % 1) * 1000):03d}Z"
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 60, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def host_factory(spark: Any, tmp_path: Path) -> Any:
+    hosts: list[QueryHost] = []
+
+    def make(gate: Any = None, checkpoints: Path | None = None) -> QueryHost:
+        host = QueryHost(spark, checkpoints or tmp_path / "checkpoints", gate)
+        hosts.append(host)
+        return host
+
+    yield make
+    for host in hosts:
+        host.stop_all()
+
+
+def test_builder_runs_every_step_kind(host_factory: Any, tmp_path: Path) -> None:
+    data = tmp_path / "in"
+    now = time.time()
+    t0 = (int(now) // 10) * 10 - 60  # a window well in the past
+    rows = [{"id": i, "user": f"u{i % 2}", "amount": float(i), "produced_at": iso(t0 + i * 0.1)} for i in range(20)]
+    write_rows(data, "a.json", rows)
+    stateless = query("shape", "t1", files_source(data), [
+        {"filter": "amount >= 10"},
+        {"withColumn": {"name": "doubled", "expr": "amount * 2"}},
+        {"select": ["id", "upper(user) AS user", "doubled"]},
+    ])
+    windowed = query("agg", "t2", files_source(data), [
+        {"watermark": {"column": "produced_at", "delay": "1s"}},
+        {"window": {"column": "produced_at", "size": "10s"}},
+        {"groupBy": ["window", "user"]},
+        {"aggregate": [
+            {"fn": "count", "name": "n"}, {"fn": "sum", "column": "amount"}, {"fn": "avg", "column": "amount"},
+            {"fn": "min", "column": "amount"}, {"fn": "max", "column": "amount"},
+            {"fn": "approx_percentile", "column": "amount", "percentile": 0.5, "name": "median"},
+        ]},
+    ])
+    host = host_factory(LocalScheduler(Scheduler("cameo", capacity=2)))
+    a, b = host.add(stateless), host.add(windowed)
+    wait_for(lambda: len(a.memory) == 10, what="the filtered rows")
+    assert sorted(r["id"] for r in a.memory) == list(range(10, 20))
+    assert {r["user"] for r in a.memory} == {"U0", "U1"}
+    assert all(r["doubled"] == 2 * r["id"] for r in a.memory)
+    assert set(a.memory[0]) == {"id", "user", "doubled"}  # the hidden latency column never reaches the sink
+    # a later event moves the watermark past the window: it closes and is emitted once (append mode)
+    write_rows(data, "b.json", [{"id": 99, "user": "u9", "amount": 0.0, "produced_at": iso(t0 + 30)}])
+    wait_for(lambda: len(b.memory) >= 2, what="the closed window")
+    by_user = {r["user"]: r for r in b.memory if r["user"] in ("u0", "u1")}
+    assert by_user["u0"]["n"] == 10 and by_user["u0"]["sum_amount"] == sum(range(0, 20, 2))
+    assert by_user["u1"]["min_amount"] == 1.0 and by_user["u1"]["max_amount"] == 19.0
+    assert by_user["u1"]["avg_amount"] == pytest.approx(10.0)
+    assert by_user["u0"]["median"] in (8.0, 10.0)
+
+
+def test_batches_run_in_the_band_the_scheduler_chose(spark: Any, host_factory: Any, tmp_path: Path) -> None:
+    urgent_in, bulk_in = tmp_path / "urgent", tmp_path / "bulk"
+    host = host_factory(LocalScheduler(Scheduler("cameo", capacity=2)))
+    urgent = host.add(query("urgent", "pay", files_source(urgent_in), [{"filter": "amount > 0"}], sla="100ms"))
+    bulk = host.add(query("bulk", "ana", files_source(bulk_in), [{"filter": "amount > 0"}], sla="10m"))
+    for i in range(3):
+        now = time.time()
+        write_rows(urgent_in, f"{i}.json", [{"id": i, "user": "u", "amount": 1.0, "produced_at": iso(now)}])
+        write_rows(bulk_in, f"{i}.json", [{"id": i, "user": "u", "amount": 1.0, "produced_at": iso(now)}])
+        time.sleep(1.0)
+    wait_for(lambda: len(urgent.memory) == 3 and len(bulk.memory) == 3, what="both queries' rows")
+    # the tight SLA lands in the most urgent band, the loose one in a low band
+    assert set(urgent.band_log.values()) == {"band0"}
+    assert max(bulk.band_log.values()) >= "band6"
+    base = spark.sparkContext.uiWebUrl
+    app = spark.sparkContext.applicationId
+    stages = json.loads(urllib.request.urlopen(f"{base}/api/v1/applications/{app}/stages", timeout=10).read())
+    seen = 0
+    for stage in stages:
+        match = re.search(r"sluice (\S+) batch (\d+)", stage.get("description") or "")
+        if not match:
+            continue
+        hosted = {"pay/urgent": urgent, "ana/bulk": bulk}.get(match.group(1))
+        if hosted is None or int(match.group(2)) not in hosted.band_log:
+            continue
+        assert stage["schedulingPool"] == hosted.band_log[int(match.group(2))]
+        seen += 1
+    assert seen >= 6, "Spark's status API shows the stages of every batch in its granted pool"
+
+
+def test_gate_delays_a_stateful_batch_and_it_still_commits(host_factory: Any, tmp_path: Path) -> None:
+    data = tmp_path / "in"
+    core = Scheduler("cameo", capacity=1)
+    gate = LocalScheduler(core)
+    gate.register(QuerySpec("x/holder", "x", 60.0))
+    holder = gate.dispatch(BatchRequest("x/holder", 1))  # occupies the only slot
+    host = host_factory(gate)
+    t0 = (int(time.time()) // 10) * 10 - 60
+    hosted = host.add(query("agg", "t", files_source(data), [
+        {"watermark": {"column": "produced_at", "delay": "1s"}},
+        {"window": {"column": "produced_at", "size": "10s"}},
+        {"groupBy": ["window"]}, {"aggregate": [{"fn": "count", "name": "n"}]},
+    ]))
+    write_rows(data, "a.json", [{"id": i, "user": "u", "amount": 1.0, "produced_at": iso(t0 + i)} for i in range(5)])
+    time.sleep(3)
+    assert hosted.batches == 0 and core.pending_count() == 1  # held at the gate, not skipped
+    released = time.time()
+    gate.complete("x/holder", [Completion("x/holder", holder.batch_id, seconds=0.1)])
+    wait_for(lambda: hosted.batches >= 1, what="the delayed batch")
+    assert time.time() - released < 30
+    write_rows(data, "b.json", [{"id": 9, "user": "u", "amount": 1.0, "produced_at": iso(t0 + 30)}])
+    wait_for(lambda: any(r["n"] == 5 for r in hosted.memory), what="the window after the delay")
+    assert hosted.phase == "Running"
+
+
+def _sidecar() -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-m", "sluice.scheduler", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline() if proc.stdout else ""
+    match = re.search(r"listening on (\S+)", line)
+    assert match, line
+    return proc, match.group(1)
+
+
+def test_fail_open_when_the_scheduler_is_killed(host_factory: Any, tmp_path: Path) -> None:
+    data = tmp_path / "in"
+    proc, url = _sidecar()
+    try:
+        host = host_factory(SchedulerClient(url, timeout=1.0))
+        hosted = host.add(query("q", "t", files_source(data), [{"filter": "amount > 0"}]))
+        write_rows(data, "0.json", [{"id": 0, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}])
+        wait_for(lambda: len(hosted.memory) == 1, what="a gated batch")
+        assert host.status("t/q")["scheduler"] == "gated"
+        proc.kill()
+        proc.wait(10)
+        write_rows(data, "1.json", [{"id": 1, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}])
+        wait_for(lambda: len(hosted.memory) == 2, what="a batch after the scheduler died")
+        assert host.status("t/q")["scheduler"] == "fail-open"
+        assert hosted.band_log[max(hosted.band_log)] == "default"
+    finally:
+        proc.kill()
+
+
+def test_latency_matches_an_independent_measurement(host_factory: Any, tmp_path: Path) -> None:
+    data = tmp_path / "in"
+    host = host_factory(LocalScheduler(Scheduler("cameo", capacity=2)))
+    hosted = host.add(query("lat", "t", files_source(data), [{"select": ["id", "produced_at"]}]))
+    seen: dict[int, float] = {}
+
+    def watch() -> None:  # the test's own clock: when does each row become visible at the sink?
+        while len(seen) < 40:
+            for row in list(hosted.memory):
+                seen.setdefault(row["id"], time.time())
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    produced: dict[int, float] = {}
+    for i in range(40):
+        produced[i] = time.time()
+        write_rows(data, f"{i}.json", [{"id": i, "user": "u", "amount": 1.0, "produced_at": iso(produced[i])}])
+        time.sleep(0.25 if i % 5 else 1.5)  # some quiet, some queued
+    watcher.join(60)
+    independent = sorted(seen[i] - produced[i] for i in produced)
+    status = host.status("t/lat")
+    p50 = status["p50_ms"] / 1000
+    ind_p50 = independent[len(independent) // 2]
+    # the runtime measures at commit, the watcher a little later (it polls every 10 ms)
+    assert ind_p50 - 0.35 <= p50 <= ind_p50 + 0.05, (p50, ind_p50)
+    assert status["max_ms"] / 1000 <= independent[-1] + 0.05
+
+
+def test_restart_from_checkpoint_loses_nothing(spark: Any, host_factory: Any, tmp_path: Path) -> None:
+    data, out, checkpoints = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    sink = {"type": "files", "format": "parquet", "path": str(out)}
+    spec = query("copy", "t", files_source(data), [{"filter": "amount >= 0"}], sink=sink)
+    first = host_factory(None, checkpoints)
+    hosted = first.add(spec)
+    write_rows(data, "a.json", [{"id": i, "user": "u", "amount": 1.0, "produced_at": iso(time.time())} for i in range(50)])
+    wait_for(lambda: hosted.output_rows == 50, what="the first 50 rows")
+    first.stop_all()
+    write_rows(data, "b.json", [{"id": 50 + i, "user": "u", "amount": 1.0, "produced_at": iso(time.time())} for i in range(70)])
+    second = host_factory(None, checkpoints)
+    again = second.add(spec)
+    wait_for(lambda: again.output_rows == 70, what="the rows written while stopped")
+    ids = [r["id"] for r in spark.read.parquet(str(out)).select("id").collect()]
+    assert sorted(ids) == list(range(120))  # every row exactly once across the restart
+
+
+def test_a_failing_query_fails_alone(host_factory: Any, tmp_path: Path) -> None:
+    good_in = tmp_path / "good"
+    host = host_factory(LocalScheduler(Scheduler("cameo", capacity=2)))
+    good = host.add(query("good", "t", files_source(good_in), [{"filter": "amount > 0"}]))
+    bad = host.add(query("bad", "t", files_source(tmp_path / "bad"), [{"filter": "no_such_column > 1"}]))
+    assert bad.phase == "Failed" and "no_such_column" in bad.message
+    write_rows(good_in, "a.json", [{"id": 1, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}])
+    wait_for(lambda: len(good.memory) == 1, what="the healthy query")
+    host.remove("t/bad")
+    assert "t/bad" not in host.queries and good.phase == "Running"
+    host.suspend("t/good", True)
+    assert good.phase == "Suspended" and good.handle is None
+    host.suspend("t/good", False)
+    write_rows(good_in, "b.json", [{"id": 2, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}])
+    wait_for(lambda: len(good.memory) == 2, what="the resumed query")
