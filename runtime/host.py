@@ -294,7 +294,7 @@ class QueryHost:
             quantiles = [float(x) for x in (facts["q"] or [])]
         action = time.perf_counter() - began
         sc.setLocalProperty("spark.scheduler.pool", None)
-        sc.setJobDescription(None)  # type: ignore[arg-type]
+        sc.setJobDescription(None)
         latency: BatchLatency | None = None
         if rows > 0 and len(quantiles) == len(GRID):
             latency = batch_latency(committed, rows, quantiles)
