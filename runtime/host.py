@@ -63,6 +63,7 @@ def spark_name(key: str) -> str:
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        self.registry = registry
         labels = ["tenant", "query"]
         self.batches = Counter("sluice_runtime_batches_total", "Micro-batches committed.", labels, registry=registry)
         self.rows = Counter("sluice_runtime_input_rows_total", "Input rows processed.", labels, registry=registry)
@@ -78,6 +79,8 @@ class Metrics:
 
     def forget(self, tenant: str, key: str) -> None:
         for metric in vars(self).values():
+            if metric is self.registry:
+                continue
             with contextlib.suppress(KeyError):
                 metric.remove(tenant, key)
 

@@ -1,0 +1,73 @@
+"""`python -m sluice.runtime`: a pool's runtime (Spark driver + control API), as the pool pod runs it."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from sluice.scheduler.client import SchedulerClient
+from sluice.scheduler.core import Scheduler
+from sluice.scheduler.local import LocalScheduler
+from sluice.scheduler.server import ServerThread
+
+from .control import make_control_app
+from .host import QueryHost
+from .session import SessionConfig, build_session
+
+
+def _token(args: argparse.Namespace) -> str:
+    if args.token_file:
+        try:
+            return Path(args.token_file).read_text().strip()
+        except OSError as error:
+            sys.exit(f"--token-file {args.token_file} cannot be read ({error.strerror}); mount the pool's token Secret there.")
+    token = os.environ.get("SLUICE_CONTROL_TOKEN", "")
+    if not token:
+        sys.exit("No control token: pass --token-file or set SLUICE_CONTROL_TOKEN (the operator mounts one from a Secret).")
+    return token
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m sluice.runtime", description=__doc__)
+    parser.add_argument("--master", default=os.environ.get("SLUICE_SPARK_MASTER", "local[*]"))
+    parser.add_argument("--host", default="0.0.0.0", help="control API address")
+    parser.add_argument("--port", type=int, default=8480, help="control API port")
+    parser.add_argument("--token-file", default=os.environ.get("SLUICE_CONTROL_TOKEN_FILE"))
+    parser.add_argument("--scheduler", default=os.environ.get("SLUICE_SCHEDULER_URL", "inprocess"),
+                        help="sidecar URL (http://127.0.0.1:8470 or unix:/path) or 'inprocess'")
+    parser.add_argument("--policy", default=os.environ.get("SLUICE_POLICY", "cameo"), help="for the in-process scheduler")
+    parser.add_argument("--capacity", type=int, default=int(os.environ.get("SLUICE_CAPACITY", "2")))
+    parser.add_argument("--workdir", default=os.environ.get("SLUICE_WORKDIR", "/tmp/sluice"))
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark settings")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    token = _token(args)
+    extra = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--conf {item!r}: write KEY=VALUE")
+        extra[key] = value
+    workdir = Path(args.workdir)
+    spark = build_session(SessionConfig(master=args.master, workdir=workdir, extra=extra))
+    gate = (LocalScheduler(Scheduler(args.policy, capacity=args.capacity)) if args.scheduler == "inprocess"
+            else SchedulerClient(args.scheduler))
+    host = QueryHost(spark, workdir / "checkpoints", gate)
+    server = ServerThread(make_control_app(host, token), host=args.host, port=args.port).start()
+    print(f"sluice runtime ({args.master}) control API on {server.url}", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop.wait()
+    server.stop()
+    host.stop_all()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""The runtime's control API (HTTP, bearer token): the operator's way to drive a pool's runtime.
+
+  PUT    /v1/queries/{namespace}/{name}          add or update (body: the StreamingQuery as JSON)
+  DELETE /v1/queries/{namespace}/{name}          remove (checkpoint kept)
+  POST   /v1/queries/{namespace}/{name}/suspend  {"suspend": true|false}
+  GET    /v1/queries[/{namespace}/{name}]        status
+  GET    /v1/executors, PUT /v1/executors        {"target": N}: Spark's executor request API
+  GET    /healthz, /metrics                      no token needed
+Spark calls block, so they run in a worker thread; bad input gets a 4xx with one sentence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from sluice.api.manifest import ManifestErrors, load_query
+
+from .host import QueryHost
+
+HOST = web.AppKey("host", QueryHost)
+OPEN_PATHS = ("/healthz", "/metrics")
+
+
+def _error(message: str, status: int) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+class Executors:
+    """Spark's executor-request API through py4j (works with a cluster manager, not local[*])."""
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+
+    def current(self) -> int:
+        status = self.spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
+        return max(int(status.size()) - 1, 0)  # the driver is listed too
+
+    def request(self, target: int) -> bool:
+        sc = self.spark.sparkContext._jsc.sc()
+        if sc.isLocal():
+            raise RuntimeError(
+                "executor targets need a cluster manager (Kubernetes or local-cluster); this runtime runs in local mode"
+            )
+        jvm = self.spark.sparkContext._jvm
+        no_locality = jvm.PythonUtils.toScalaMap(jvm.java.util.HashMap())
+        return bool(sc.requestTotalExecutors(target, 0, no_locality))
+
+
+def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = REGISTRY) -> web.Application:
+    executors = Executors(host.spark)
+
+    @web.middleware
+    async def auth(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        if request.path not in OPEN_PATHS:
+            given = request.headers.get("Authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+                return _error("a valid bearer token is required (Authorization: Bearer <token>)", 401)
+        try:
+            return await handler(request)
+        except web.HTTPException as error:
+            if error.status >= 400:
+                return _error(f"{request.method} {request.path}: {error.reason.lower()}", error.status)
+            raise
+
+    async def blocking(fn: Callable[[], Any]) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(None, fn)
+
+    def key_of(request: web.Request) -> str:
+        return f"{request.match_info['namespace']}/{request.match_info['name']}"
+
+    async def put_query(request: web.Request) -> web.Response:
+        try:
+            body = json.loads(await request.read())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error("the body is not valid JSON; send the StreamingQuery manifest as JSON", 400)
+        try:
+            query = load_query(body)
+        except ManifestErrors as errors:
+            return _error(" ".join(f"{e.path}: {e.message}" if e.path else e.message for e in errors.errors), 400)
+        if query.key != key_of(request):
+            return _error(f"the manifest is {query.key} but the path names {key_of(request)}; make them agree", 400)
+        hosted = await blocking(lambda: host.add(query))
+        return web.json_response({"query": query.key, **host.status(query.key)}, status=200 if hosted.phase != "Failed" else 422)
+
+    async def delete_query(request: web.Request) -> web.Response:
+        key = key_of(request)
+        if key not in host.queries:
+            return _error(f"query {key} is not hosted here", 404)
+        await blocking(lambda: host.remove(key))
+        return web.json_response({"query": key, "deleted": True})
+
+    async def suspend_query(request: web.Request) -> web.Response:
+        key = key_of(request)
+        if key not in host.queries:
+            return _error(f"query {key} is not hosted here", 404)
+        try:
+            flag = json.loads(await request.read())["suspend"]
+        except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
+            return _error('the body must be {"suspend": true} or {"suspend": false}', 400)
+        if not isinstance(flag, bool):
+            return _error('suspend must be true or false', 400)
+        await blocking(lambda: host.suspend(key, flag))
+        return web.json_response({"query": key, **host.status(key)})
+
+    async def get_queries(request: web.Request) -> web.Response:
+        return web.json_response({"queries": await blocking(host.statuses)})
+
+    async def get_query(request: web.Request) -> web.Response:
+        key = key_of(request)
+        if key not in host.queries:
+            return _error(f"query {key} is not hosted here", 404)
+        host.refresh()
+        return web.json_response({"query": key, **host.status(key)})
+
+    async def get_executors(request: web.Request) -> web.Response:
+        return web.json_response({"current": await blocking(executors.current)})
+
+    async def put_executors(request: web.Request) -> web.Response:
+        try:
+            target = json.loads(await request.read())["target"]
+        except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
+            return _error('the body must be {"target": N} with N a whole number of executors', 400)
+        if not isinstance(target, int) or isinstance(target, bool) or target < 0:
+            return _error("target must be a whole number of executors, 0 or more", 400)
+        try:
+            accepted = await blocking(lambda: executors.request(target))
+        except RuntimeError as error:
+            return _error(str(error), 409)
+        return web.json_response({"target": target, "accepted": accepted})
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.json_response({"ok": True, "queries": len(host.queries)})
+
+    async def metrics(request: web.Request) -> web.Response:
+        body = generate_latest(registry) + generate_latest(host.metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application(middlewares=[auth], client_max_size=1 << 20)
+    app.add_routes([
+        web.put("/v1/queries/{namespace}/{name}", put_query),
+        web.delete("/v1/queries/{namespace}/{name}", delete_query),
+        web.post("/v1/queries/{namespace}/{name}/suspend", suspend_query),
+        web.get("/v1/queries", get_queries),
+        web.get("/v1/queries/{namespace}/{name}", get_query),
+        web.get("/v1/executors", get_executors),
+        web.put("/v1/executors", put_executors),
+        web.get("/healthz", healthz),
+        web.get("/metrics", metrics),
+    ])
+    app[HOST] = host
+    return app

@@ -1,0 +1,89 @@
+"""The runtime's control API on a real loopback server over a real local Spark session."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sluice.runtime.control import make_control_app
+from sluice.runtime.host import QueryHost
+from sluice.scheduler.core import Scheduler
+from sluice.scheduler.local import LocalScheduler
+from sluice.scheduler.server import ServerThread
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture
+def api(spark: Any, tmp_path: Path) -> Iterator[tuple[str, QueryHost]]:
+    host = QueryHost(spark, tmp_path / "ck", LocalScheduler(Scheduler("cameo", capacity=2)))
+    server = ServerThread(make_control_app(host, TOKEN)).start()
+    try:
+        yield server.url, host
+    finally:
+        server.stop()
+        host.stop_all()
+
+
+def call(url: str, method: str, body: Any = None, token: str | None = TOKEN) -> tuple[int, dict[str, Any]]:
+    data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_add_status_suspend_remove(api: tuple[str, QueryHost]) -> None:
+    url, host = api
+    manifest = yaml.safe_load((ROOT / "examples" / "fraud-filter.yaml").read_text())
+    code, body = call(f"{url}/v1/queries/payments/fraud-filter", "PUT", manifest)
+    assert code == 200 and body["phase"] == "Running"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and call(f"{url}/v1/queries/payments/fraud-filter", "GET")[1]["batches"] < 3:
+        time.sleep(0.5)
+    code, body = call(f"{url}/v1/queries/payments/fraud-filter", "GET")
+    assert code == 200 and body["batches"] >= 3 and body["scheduler"] == "gated"
+    assert "payments/fraud-filter" in call(f"{url}/v1/queries", "GET")[1]["queries"]
+    code, body = call(f"{url}/v1/queries/payments/fraud-filter/suspend", "POST", {"suspend": True})
+    assert code == 200 and body["phase"] == "Suspended"
+    code, body = call(f"{url}/v1/queries/payments/fraud-filter/suspend", "POST", {"suspend": False})
+    assert code == 200 and body["phase"] == "Running"
+    code, body = call(f"{url}/v1/queries/payments/fraud-filter", "DELETE")
+    assert code == 200 and "payments/fraud-filter" not in host.queries
+    metrics = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
+    assert "sluice_runtime_batches_total" in metrics
+
+
+def test_refuses_without_token_and_bad_input_with_a_sentence(api: tuple[str, QueryHost]) -> None:
+    url, host = api
+    assert call(f"{url}/v1/queries", "GET", token=None)[0] == 401
+    assert call(f"{url}/v1/queries", "GET", token="wrong")[0] == 401
+    assert call(f"{url}/healthz", "GET", token=None)[0] == 200
+    manifest = yaml.safe_load((ROOT / "examples" / "fraud-filter.yaml").read_text())
+    manifest["spec"]["sla"]["latencyTarget"] = "-1s"
+    code, body = call(f"{url}/v1/queries/payments/fraud-filter", "PUT", manifest)
+    assert code == 400 and "spec.sla.latencyTarget" in body["error"]
+    manifest = yaml.safe_load((ROOT / "examples" / "fraud-filter.yaml").read_text())
+    code, body = call(f"{url}/v1/queries/other/fraud-filter", "PUT", manifest)
+    assert code == 400 and "make them agree" in body["error"]
+    assert call(f"{url}/v1/queries/payments/fraud-filter", "PUT", b"{nope")[0] == 400
+    assert call(f"{url}/v1/queries/x/y", "DELETE")[0] == 404
+    code, body = call(f"{url}/v1/executors", "PUT", {"target": 3})
+    assert code == 409 and "cluster manager" in body["error"]  # local[*] has no executors to request
+    assert call(f"{url}/v1/executors", "PUT", {"target": -1})[0] == 400
+    assert host.queries == {}
