@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    stop.wait()
+    while not stop.wait(2.0):
+        host.refresh()  # notice failed queries, retry Pending ones (e.g. Kafka not reachable yet)
     server.stop()
     host.stop_all()
     spark.stop()

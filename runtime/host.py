@@ -30,6 +30,7 @@ from sluice.scheduler.bands import DEFAULT_BAND
 from sluice.scheduler.core import Completion, Grant
 from sluice.scheduler.policies import BatchRequest, QuerySpec
 
+from .kafka_check import kafka_problem
 from .latency import GRID, BatchLatency, LatencyWindow, batch_latency
 from .pipeline import TS, build, write_batch
 
@@ -110,6 +111,7 @@ class HostedQuery:
     """batch id -> band, for the most recent batches."""
     gate_mode: str = "gated"
     stopping: bool = False
+    retry_at: float = 0.0
 
 
 class QueryHost:
@@ -123,6 +125,8 @@ class QueryHost:
         fixed_pool: Callable[[StreamingQuery], str | None] | None = None,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
+        latency_horizon: float = 60.0,
+        measure_from: float = 0.0,
     ) -> None:
         self.spark = spark
         self.checkpoints = checkpoints
@@ -131,6 +135,10 @@ class QueryHost:
         self.metrics = metrics or Metrics(CollectorRegistry())
         self.clock = clock
         self.queries: dict[str, HostedQuery] = {}
+        self.latency_horizon = latency_horizon
+        self.measure_from = measure_from
+        """Batches committed before this wall-clock time are left out of latency figures (warm-up)."""
+        self.retry_every = 5.0
         self._lock = threading.RLock()
         self._listener = _attach_listener(spark, self)
 
@@ -141,7 +149,8 @@ class QueryHost:
         with self._lock:
             if query.key in self.queries:
                 self.remove(query.key, keep_checkpoint=True)
-            hosted = HostedQuery(query, LatencyWindow(query.spec.sla.latencyTarget.seconds), query_spec(query))
+            window = LatencyWindow(query.spec.sla.latencyTarget.seconds, horizon=self.latency_horizon)
+            hosted = HostedQuery(query, window, query_spec(query))
             self.queries[query.key] = hosted
         if query.spec.suspend:
             hosted.phase, hosted.message = "Suspended", "spec.suspend is true; the checkpoint is kept."
@@ -151,6 +160,11 @@ class QueryHost:
 
     def _start(self, hosted: HostedQuery) -> None:
         query = hosted.query
+        problem = kafka_problem(query)
+        if problem is not None:
+            hosted.phase, hosted.message = "Pending", problem
+            hosted.retry_at = self.clock() + self.retry_every
+            return
         if self.gate is not None and not self.gate.register(hosted.spec):
             hosted.gate_mode = "fail-open"
         try:
@@ -219,8 +233,10 @@ class QueryHost:
             self._listener = None
 
     def refresh(self) -> None:
-        """Notice queries that died (source unreachable, sink failing, ...)."""
+        """Notice queries that died (source unreachable, sink failing, ...); retry Pending ones."""
         for hosted in list(self.queries.values()):
+            if hosted.phase == "Pending" and hosted.retry_at and self.clock() >= hosted.retry_at:
+                self._start(hosted)
             handle = hosted.handle
             if handle is not None and hosted.phase == "Running" and not handle.isActive:
                 error = handle.exception()
@@ -282,7 +298,7 @@ class QueryHost:
             cached = frame.persist()
             try:
                 if query.spec.sink.type != "noop":
-                    write_batch(cached.drop(TS), query)
+                    write_batch(cached.drop(TS), query, batch_id)
                 committed = self.clock()
                 # the noop sink's action is this aggregation itself: it computes the whole batch
                 facts = cached.agg(
@@ -301,7 +317,8 @@ class QueryHost:
         latency: BatchLatency | None = None
         if rows > 0 and len(quantiles) == len(GRID):
             latency = batch_latency(committed, rows, quantiles)
-            hosted.window.add(latency)
+            if committed >= self.measure_from:
+                hosted.window.add(latency)
             hosted.last_newest = quantiles[-1]
         elif hosted.last_newest is None:
             hosted.last_newest = entered

@@ -138,15 +138,19 @@ def build(spark: Any, query: StreamingQuery) -> Plan:
     return Plan(frame, mode, windowed, window_size, delay)
 
 
-def write_batch(frame: Any, query: StreamingQuery) -> None:
-    """The sink's action for one micro-batch (inside foreachBatch); `frame` has no `_sluice_ts`."""
+def write_batch(frame: Any, query: StreamingQuery, batch_id: int) -> None:
+    """The sink's action for one micro-batch (inside foreachBatch); `frame` has no `_sluice_ts`.
+
+    Files land in `<path>/batch_id=<id>/`, overwritten if Spark replays the batch after a crash,
+    so a replay never duplicates rows (reading `<path>` gives a `batch_id` column).
+    """
     from pyspark.sql import functions as F
 
     sink = query.spec.sink
     if sink.type == "console":
         frame.show(sink.numRows, truncate=False)
     elif isinstance(sink, FilesSink):
-        frame.write.mode("append").format(sink.format).save(sink.path)
+        frame.write.mode("overwrite").format(sink.format).save(f"{sink.path}/batch_id={batch_id}")
     elif isinstance(sink, KafkaSink):
         (
             frame.select(F.to_json(F.struct(*frame.columns)).alias("value"))

@@ -39,6 +39,10 @@ class RunOptions:
     capacity: int | None = None
     on_tick: Callable[[dict[str, dict[str, Any]]], None] | None = None
     tick: float = 1.0
+    warmup: float = 0.0
+    """Seconds at the start whose batches are left out of the latency figures."""
+    timeline: bool = False
+    """Keep every batch's latencies for the whole run and put them in the report."""
     stop: threading.Event = field(default_factory=threading.Event)
 
 
@@ -66,8 +70,9 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
     elif options.policy == "fair":
         def fixed(q: StreamingQuery) -> str | None:
             return spark_name(q.key)  # one equal pool per query
-    host = QueryHost(spark, workdir / "checkpoints", gate, fixed)
     started = time.time()
+    host = QueryHost(spark, workdir / "checkpoints", gate, fixed,
+                     latency_horizon=1e9 if options.timeline else 60.0, measure_from=started + options.warmup)
     try:
         for query in queries:
             host.add(query)
@@ -81,7 +86,8 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
     finally:
         host.stop_all()
     per_query: dict[str, dict[str, Any]] = {}
-    report: dict[str, Any] = {"policy": options.policy, "seconds": round(time.time() - started, 1), "queries": per_query}
+    report: dict[str, Any] = {"policy": options.policy, "seconds": round(time.time() - started, 1),
+                              "started_at": started, "queries": per_query}
     for key, status in statuses.items():
         per_query[key] = {
             "p50_ms": status["p50_ms"], "p99_ms": status["p99_ms"], "max_ms": status["max_ms"],
@@ -89,6 +95,11 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
             "output_rows": status["output_rows"], "batches": status["batches"], "phase": status["phase"],
             "message": status["message"], "bands": status["bands"],
         }
+        if options.timeline:
+            window = host.queries[key].window
+            per_query[key]["timeline"] = [
+                [round(b.committed - started, 3), b.rows, [round(x * 1000, 1) for x in b.latencies]] for b in window.batches
+            ]
     return report
 
 

@@ -107,8 +107,10 @@ def _duration(value: str | None, option: str) -> float | None:
 @click.option("--report", type=click.Path(dir_okay=False), help="Write a JSON report here when the run ends.")
 @click.option("--policy", type=click.Choice(["fifo", "fair", "edf", "cameo"]), help="Override the pool's policy (default cameo).")
 @click.option("--workdir", type=click.Path(file_okay=False), help="Checkpoints and Spark files (default: a new temp dir). Reuse it to resume.")
+@click.option("--warmup", help="Leave batches of the first this-long out of the latency figures, e.g. 15s.")
+@click.option("--timeline", is_flag=True, help="Put every batch's latencies in the report (for plots).")
 def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, report: str | None,
-        policy: str | None, workdir: str | None) -> None:
+        policy: str | None, workdir: str | None, warmup: str | None, timeline: bool) -> None:
     """Run StreamingQuery manifests locally on the embedded default (Spark local[*])."""
     import threading
 
@@ -127,7 +129,8 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, rep
             live.update(runner.live_table(statuses), refresh=True)
 
         options = runner.RunOptions(policy=chosen, duration=seconds, stop=stop, on_tick=tick,
-                                    workdir=Path(workdir) if workdir else None)
+                                    workdir=Path(workdir) if workdir else None,
+                                    warmup=_duration(warmup, "--warmup") or 0.0, timeline=timeline)
         result = runner.run(queries, options)
     if report:
         runner.write_report(result, Path(report))
@@ -202,6 +205,70 @@ def demo_table(results: dict[str, dict[str, object]], queries: list[StreamingQue
     return "\n".join(lines)
 
 
+@main.command()
+@click.option("--topic", required=True, help="Kafka topic to write.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), required=True, help="Events per second.")
+@click.option("--duration", help="Stop after this long, e.g. 60s (default: until Ctrl-C).")
+@click.option("--burst", "bursts", multiple=True, help="AT,FOR,FACTOR, e.g. 30s,10s,10: multiply the rate for a while.")
+@click.option("--keys", type=click.IntRange(1, 10_000_000), default=100, show_default=True, help="Distinct keys.")
+@click.option("--bootstrap", default="127.0.0.1:9092", show_default=True, help="Kafka bootstrap servers.")
+def load(topic: str, rate: float, duration: str | None, bursts: tuple[str, ...], keys: int, bootstrap: str) -> None:
+    """Write JSON events carrying their production time to a Kafka topic at a steady rate."""
+    import json
+    import threading
+
+    from sluice.runtime.runner import install_interrupt
+    from sluice.testing.load import Burst, LoadPlan, generate, main_progress
+
+    try:
+        plan = LoadPlan(topic, rate, _duration(duration, "--duration"), [Burst.parse(b) for b in bursts], keys)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--burst") from None
+    stop = threading.Event()
+    install_interrupt(stop)
+    try:
+        result = generate(plan, bootstrap, stop.is_set, main_progress)
+    except RuntimeError as error:
+        click.echo(str(error), err=True)
+        sys.exit(1)
+    click.echo(json.dumps(result))
+    if result["failed"]:
+        click.echo(f"{result['failed']} events were not delivered to {bootstrap}; is the broker up and the topic there?", err=True)
+        sys.exit(1)
+
+
+@main.command("kafka")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Broker data (default: a temp dir).")
+@click.option("--topic", "topics", multiple=True, help="Create this topic once the broker is up.")
+@click.option("--partitions", type=click.IntRange(1, 256), default=1, show_default=True)
+def kafka_broker(workdir: str | None, topics: tuple[str, ...], partitions: int) -> None:
+    """Start a single-node Kafka broker (KRaft) on loopback from Maven Central jars; Ctrl-C stops it."""
+    import tempfile
+    import threading
+
+    from sluice.runtime.runner import install_interrupt
+    from sluice.testing.kafka import KafkaBroker, KafkaUnavailable
+
+    folder = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="sluice-kafka-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    click.echo("starting Kafka (the first run resolves its jars from Maven Central) ...", err=True)
+    try:
+        broker = KafkaBroker(folder).start()
+    except KafkaUnavailable as error:
+        click.echo(str(error), err=True)
+        sys.exit(1)
+    try:
+        for topic in topics:
+            broker.create_topic(topic, partitions)
+        click.echo(f"kafka ready at {broker.bootstrap} in {broker.started_in:.1f}s", err=True)
+        click.echo(broker.bootstrap, nl=True)
+        stop = threading.Event()
+        install_interrupt(stop)
+        stop.wait()
+    finally:
+        broker.stop()
+
+
 @main.group()
 def bench() -> None:
     """Benchmarks (each prints a table; --json for scripts)."""
@@ -235,6 +302,34 @@ def bench_scheduler(clients: int, seconds: float, as_json: bool, core_queries: i
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "scheduler.json").write_text(json.dumps(result.json(), indent=2) + "\n")
         click.echo(f"wrote {folder / 'scheduler.json'}", err=True)
+
+
+@bench.command("cameo")
+@click.option("--scenario", type=click.Path(dir_okay=False), required=True, help="Scenario YAML (see bench/scenarios/).")
+@click.option("--policies", default="fifo,fair,cameo", show_default=True, help="Policies to compare.")
+@click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True, help="Repeats (policies interleaved).")
+@click.option("--out", type=click.Path(file_okay=False), default="bench/out", show_default=True,
+              help="Writes results.json, latency.png, cdf.png and each run's files here.")
+def bench_cameo(scenario: str, policies: str, repeat: int, out: str) -> None:
+    """Cameo vs Spark's FIFO and FAIR on real Spark with Kafka load: latency per query, side by side."""
+    from sluice.runtime import bench as cameo_bench
+    from sluice.testing.kafka import KafkaUnavailable
+
+    chosen = [p.strip() for p in policies.split(",") if p.strip()]
+    unknown = [p for p in chosen if p not in cameo_bench.POLICIES]
+    if unknown or not chosen:
+        click.echo(f"--policies: use some of fifo, fair, cameo (got {policies!r}).", err=True)
+        sys.exit(1)
+    try:
+        cameo_bench.load_scenario(Path(scenario))
+        result = cameo_bench.run(Path(scenario), chosen, repeat, Path(out), log=lambda m: click.echo(m, err=True))
+    except (cameo_bench.ScenarioError, KafkaUnavailable, RuntimeError) as error:
+        click.echo(str(error), err=True)
+        sys.exit(1)
+    click.echo(result["table"])
+    for line in result["ratios"] + result["throughput"]:
+        click.echo(line)
+    click.echo(f"wrote {out}/results.json, {out}/latency.png, {out}/cdf.png")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,319 @@
+"""`sluice bench cameo`: Cameo against Spark's FIFO and FAIR on real Spark, driven by manifests.
+
+A scenario is YAML: StreamingQuery manifests (as users apply them; pool and policy are set per
+run, a Kafka source's servers and topic are replaced by the benchmark's) plus a load profile per
+query. One local Kafka broker serves the whole benchmark; every run gets fresh topics, filled by
+the load generator while `sluice run` (a fresh process: a fresh JVM and runtime) consumes them.
+Policies are interleaved across repeats so that drift of the machine hits all of them alike.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sluice.api.manifest import ManifestErrors, load_query
+from sluice.api.query import KafkaSource, StreamingQuery
+from sluice.api.units import Duration
+
+from .latency import GRID, MASSES
+
+POLICIES = ("fifo", "fair", "cameo")
+
+
+class BurstSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    at: Duration
+    length: Duration = Field(alias="for")
+    factor: float = Field(gt=0)
+
+
+class LoadSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rate: float = Field(gt=0, description="events per second")
+    trigger: Duration | None = None
+    """Overrides spec.trigger.interval."""
+    keys: int = Field(default=100, ge=1)
+    bursts: list[BurstSpec] = Field(default_factory=list)
+
+
+class ScenarioQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    critical: bool = False
+    """A latency-critical query: the ratios are reported for these."""
+    load: LoadSpec
+    manifest: dict[str, Any]
+
+
+class Scenario(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    duration: Duration
+    warmup: Duration = Duration.parse("15s")
+    queries: list[ScenarioQuery] = Field(min_length=1)
+
+
+class ScenarioError(ValueError):
+    pass
+
+
+def load_scenario(path: Path) -> tuple[Scenario, list[StreamingQuery]]:
+    """Read and check a scenario file; every problem is one sentence."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ScenarioError(f"{path}: cannot be read ({error.strerror}); check the path.") from None
+    except yaml.YAMLError as error:
+        raise ScenarioError(f"{path}: is not valid YAML ({str(error).splitlines()[0]}).") from None
+    try:
+        scenario = Scenario.model_validate(raw)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ScenarioError(f"{path}: {where}: {first['msg']}.") from None
+    queries = []
+    for i, item in enumerate(scenario.queries):
+        try:
+            query = load_query(item.manifest)
+        except ManifestErrors as errors:
+            raise ScenarioError(f"{path}: queries[{i}].manifest: {errors.errors[0].path}: {errors.errors[0].message}") from None
+        if not isinstance(query.spec.source, KafkaSource):
+            raise ScenarioError(f"{path}: queries[{i}].manifest: spec.source.type must be kafka: the benchmark measures latency from Kafka production time.")
+        queries.append(query)
+    return scenario, queries
+
+
+def _for_run(query: StreamingQuery, load: LoadSpec, bootstrap: str, topic: str) -> dict[str, Any]:
+    manifest = query.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"status"})
+    manifest["spec"]["source"]["bootstrapServers"] = bootstrap
+    manifest["spec"]["source"]["topic"] = topic
+    manifest["spec"]["source"]["startingOffsets"] = "earliest"
+    if load.trigger is not None:
+        manifest["spec"]["trigger"] = {"interval": load.trigger.text}
+    return manifest
+
+
+def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, broker: Any, folder: Path,
+             log: Any = print) -> dict[str, Any]:
+    """One policy, one fresh runtime: returns `sluice run`'s report (with timelines)."""
+    from sluice.testing.load import Burst, LoadPlan, generate
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    topics = [broker.create_topic(f"{scenario.name}-{i}-{tag}", partitions=2) for i in range(len(queries))]
+    manifests = [_for_run(q, s.load, broker.bootstrap, t) for q, s, t in zip(queries, scenario.queries, topics, strict=True)]
+    (folder / "manifests.yaml").write_text(yaml.safe_dump_all(manifests, sort_keys=False))
+    report = folder / "report.json"
+    seconds = scenario.duration.seconds + scenario.warmup.seconds
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sluice", "run", "-f", str(folder / "manifests.yaml"), "--policy", policy,
+         "--duration", f"{seconds}s", "--warmup", scenario.warmup.text, "--report", str(report), "--timeline",
+         "--workdir", str(folder / "work")],
+        stdout=subprocess.DEVNULL, stderr=(folder / "run.log").open("wb"),
+    )
+    # load starts when the runtime is up (its queries read from the earliest offset, so nothing is lost)
+    stop = threading.Event()
+    sent: dict[str, Any] = {}
+
+    def produce(i: int) -> None:
+        load = scenario.queries[i].load
+        plan = LoadPlan(topics[i], load.rate, seconds, [Burst(b.at.seconds, b.length.seconds, b.factor) for b in load.bursts], load.keys)
+        sent[queries[i].key] = generate(plan, broker.bootstrap, stop.is_set)
+
+    time.sleep(8)  # Spark's start: ~5-7 s here; the burst times count from the load's start
+    producers = [threading.Thread(target=produce, args=(i,), daemon=True) for i in range(len(queries))]
+    for p in producers:
+        p.start()
+    code = proc.wait(timeout=seconds + 300)
+    stop.set()
+    for p in producers:
+        p.join(60)
+    if code != 0 or not report.exists():
+        tail = (folder / "run.log").read_text(errors="replace").strip().splitlines()[-3:]
+        raise RuntimeError(f"the {policy} run failed (exit {code}): {' / '.join(tail)}")
+    result: dict[str, Any] = json.loads(report.read_text())
+    result["sent"] = sent
+    log(f"  {policy}: " + ", ".join(f"{k} p99 {v['p99_ms']} ms" for k, v in result["queries"].items()))
+    return result
+
+
+def _weighted(timeline: list[list[Any]], start: float, end: float) -> list[tuple[float, float]]:
+    return sorted(
+        (lat, rows * m) for t, rows, lats in timeline if start <= t < end and rows > 0 for lat, m in zip(lats, MASSES, strict=False)
+    )
+
+
+def quantile(sample: list[tuple[float, float]], q: float) -> float | None:
+    total = sum(w for _, w in sample)
+    if total <= 0:
+        return None
+    seen = 0.0
+    for value, weight in sample:
+        seen += weight
+        if seen >= q * total:
+            return value
+    return sample[-1][0]
+
+
+def summarize(runs: dict[str, list[dict[str, Any]]], scenario: Scenario, queries: list[StreamingQuery]) -> dict[str, Any]:
+    """Merge repeats per policy: p50/p99/max/attainment over every measured batch of every repeat."""
+    out: dict[str, Any] = {"policies": {}, "burst": {}}
+    bursts = [(b.at.seconds, b.length.seconds) for s in scenario.queries for b in s.load.bursts]
+
+    def burst_sample(report: dict[str, Any], key: str) -> list[tuple[float, float]]:
+        """Batches committed during a burst and the 10 s after it (the backlog drains then)."""
+        loads = [v["started_at"] for v in report.get("sent", {}).values() if "started_at" in v]
+        if not loads:
+            return []
+        offset = min(loads) - report["started_at"]  # load time 0 on the report's clock
+        timeline = report["queries"].get(key, {}).get("timeline", [])
+        return [x for at, length in bursts for x in _weighted(timeline, offset + at, offset + at + length + 10)]
+
+    for policy, reports in runs.items():
+        table: dict[str, Any] = {}
+        for query in queries:
+            key = query.key
+            timelines = [r["queries"][key].get("timeline", []) for r in reports if key in r["queries"]]
+            sample = sorted(x for tl in timelines for x in _weighted(tl, 0, 1e12))
+            target = query.spec.sla.latencyTarget.ms
+            total = sum(w for _, w in sample)
+            within = sum(w for v, w in sample if v <= target)
+            table[key] = {
+                "p50_ms": quantile(sample, 0.5), "p99_ms": quantile(sample, 0.99),
+                "max_ms": sample[-1][0] if sample else None, "sla_ms": target,
+                "attainment": within / total if total else None,
+                "rows": sum(r["queries"][key]["rows"] for r in reports if key in r["queries"]) // max(len(reports), 1),
+            }
+            if bursts:
+                burst = sorted(x for r in reports for x in burst_sample(r, key))
+                out["burst"].setdefault(policy, {})[key] = quantile(burst, 0.99)
+        out["policies"][policy] = table
+    return out
+
+
+def ratios(summary: dict[str, Any], scenario: Scenario, queries: list[StreamingQuery]) -> list[str]:
+    lines: list[str] = []
+    policies = summary["policies"]
+    if "cameo" not in policies:
+        return lines
+    for query, item in zip(queries, scenario.queries, strict=True):
+        if not item.critical:
+            continue
+        cameo = policies["cameo"][query.key]["p99_ms"]
+        for other in ("fifo", "fair"):
+            if other in policies and cameo:
+                base = policies[other][query.key]["p99_ms"]
+                if base:
+                    lines.append(f"{query.key}: p99 {other}/cameo = {base / cameo:.2f}x ({base:.0f} ms vs {cameo:.0f} ms)")
+            burst = summary["burst"]
+            if other in burst and burst.get("cameo", {}).get(query.key) and burst[other].get(query.key):
+                lines.append(f"{query.key}: p99 during bursts {other}/cameo = {burst[other][query.key] / burst['cameo'][query.key]:.2f}x")
+    return lines
+
+
+def render_table(summary: dict[str, Any], queries: list[StreamingQuery]) -> str:
+    lines = [f"{'policy':7} {'query':32} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'SLA ms':>8} {'attain':>7} {'rows':>9} met"]
+    for policy, table in summary["policies"].items():
+        for query in queries:
+            q = table[query.key]
+
+            def f(v: Any) -> str:
+                return "-" if v is None else f"{v:.0f}"
+
+            met = q["p99_ms"] is not None and q["p99_ms"] <= q["sla_ms"]
+            att = "-" if q["attainment"] is None else f"{q['attainment']:.1%}"
+            lines.append(f"{policy:7} {query.key:32} {f(q['p50_ms']):>8} {f(q['p99_ms']):>8} {f(q['max_ms']):>8} "
+                         f"{f(q['sla_ms']):>8} {att:>7} {q['rows']:>9} {'yes' if met else 'NO'}")
+    return "\n".join(lines)
+
+
+def throughput_check(summary: dict[str, Any], queries: list[StreamingQuery]) -> list[str]:
+    lines: list[str] = []
+    for query in queries:
+        rows = [t[query.key]["rows"] for t in summary["policies"].values()]
+        if rows and max(rows) > 0:
+            spread = (max(rows) - min(rows)) / max(rows)
+            lines.append(f"{query.key}: rows per policy {rows} (spread {spread:.1%})")
+    return lines
+
+
+def plot(runs: dict[str, list[dict[str, Any]]], summary: dict[str, Any], queries: list[StreamingQuery], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    policies = list(runs)
+    fig, axes = plt.subplots(1, len(policies), figsize=(5 * len(policies), 4), sharey=True, squeeze=False)
+    for ax, policy in zip(axes[0], policies, strict=True):
+        report = runs[policy][0]
+        for query in queries:
+            timeline = report["queries"].get(query.key, {}).get("timeline", [])
+            ax.plot([t for t, _, _ in timeline], [lats[0] for _, _, lats in timeline], label=query.key, linewidth=1)
+        ax.set_title(f"{policy} (first repeat)")
+        ax.set_xlabel("seconds")
+        ax.set_yscale("log")
+    axes[0][0].set_ylabel("max latency per batch (ms)")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "latency.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    styles = {"fifo": ":", "fair": "--", "cameo": "-"}
+    for policy in policies:
+        for query in queries:
+            timelines = [r["queries"].get(query.key, {}).get("timeline", []) for r in runs[policy]]
+            sample = sorted(x for tl in timelines for x in _weighted(tl, 0, 1e12))
+            total = sum(w for _, w in sample)
+            if not total:
+                continue
+            xs, ys, seen = [], [], 0.0
+            for value, weight in sample:
+                seen += weight
+                xs.append(value)
+                ys.append(seen / total)
+            ax.plot(xs, ys, styles.get(policy, "-"), label=f"{policy} {query.key}", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("latency (ms)")
+    ax.set_ylabel("share of rows")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(out / "cdf.png", dpi=110)
+    plt.close(fig)
+
+
+def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: Any = print) -> dict[str, Any]:
+    from sluice.testing.kafka import KafkaBroker
+
+    scenario, queries = load_scenario(scenario_path)
+    out.mkdir(parents=True, exist_ok=True)
+    broker = KafkaBroker(out / "kafka").start()
+    log(f"kafka ready at {broker.bootstrap}")
+    runs: dict[str, list[dict[str, Any]]] = {p: [] for p in policies}
+    try:
+        for r in range(repeat):
+            order = policies[r % len(policies):] + policies[: r % len(policies)]  # interleave
+            log(f"repeat {r + 1}/{repeat}: {', '.join(order)}")
+            for policy in order:
+                runs[policy].append(run_once(scenario, queries, policy, broker, out / "runs" / f"{policy}-{r}", log))
+    finally:
+        broker.stop()
+    summary = summarize(runs, scenario, queries)
+    (out / "results.json").write_text(json.dumps({"policies": summary["policies"], "burst_p99_ms": summary["burst"],
+                                                  "scenario": scenario.name, "repeat": repeat}, indent=2) + "\n")
+    plot(runs, summary, queries, out)
+    return {"summary": summary, "table": render_table(summary, queries), "ratios": ratios(summary, scenario, queries),
+            "throughput": throughput_check(summary, queries), "scenario": scenario, "queries": queries}
+
+
+__all__ = ["GRID", "POLICIES", "ScenarioError", "load_scenario", "run"]

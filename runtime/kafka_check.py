@@ -1,0 +1,32 @@
+"""Before a Kafka query starts: is the broker reachable and the topic there? (One sentence if not.)
+
+Spark's Kafka source retries an unreachable broker forever and reads nothing from a missing topic,
+so the runtime asks first and keeps the query Pending (retrying) with a clear reason instead.
+"""
+
+from __future__ import annotations
+
+from sluice.api.query import KafkaSink, KafkaSource, StreamingQuery
+
+
+def kafka_problem(query: StreamingQuery, timeout: float = 5.0) -> str | None:
+    """None if the query's Kafka source (and sink) can be used now, else why not."""
+    endpoints: list[tuple[str, str, bool]] = []
+    source, sink = query.spec.source, query.spec.sink
+    if isinstance(source, KafkaSource):
+        endpoints.append((source.bootstrapServers, source.topic, True))
+    if isinstance(sink, KafkaSink):
+        endpoints.append((sink.bootstrapServers, sink.topic, False))
+    if not endpoints:
+        return None
+    from confluent_kafka.admin import AdminClient
+
+    for servers, topic, reading in endpoints:
+        admin = AdminClient({"bootstrap.servers": servers, "log_level": 0, "socket.connection.setup.timeout.ms": int(timeout * 1000)})
+        try:
+            metadata = admin.list_topics(timeout=timeout)
+        except Exception:
+            return f"cannot reach Kafka at {servers}; check spec.{'source' if reading else 'sink'}.bootstrapServers (retrying)"
+        if topic not in metadata.topics:
+            return f"topic '{topic}' does not exist on {servers}; create it or fix spec.{'source' if reading else 'sink'}.topic (retrying)"
+    return None

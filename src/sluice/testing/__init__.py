@@ -1,0 +1,1 @@
+"""Real services for tests and benchmarks (Kafka broker, process hygiene); not used in production."""

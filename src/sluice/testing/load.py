@@ -1,0 +1,128 @@
+"""`sluice load`: a Kafka load generator whose events carry their true production time.
+
+Each event is JSON `{"key", "seq", "produced_at", "amount"}` (schema EVENT_SCHEMA), and its Kafka
+timestamp is the same wall-clock instant, so latency at the sink is commit time minus production
+time. The rate is paced every few milliseconds against the schedule `rate x elapsed` (times the
+burst factor inside a burst), so a slow tick is caught up at the next one.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+EVENT_SCHEMA = "key STRING, seq BIGINT, produced_at TIMESTAMP, amount DOUBLE"
+
+
+@dataclass(frozen=True)
+class Burst:
+    at: float
+    length: float
+    factor: float
+
+    @classmethod
+    def parse(cls, text: str) -> Burst:
+        """'30s,10s,10' -> a 10x burst from 30 s for 10 s."""
+        from sluice.api.units import Duration
+
+        parts = [p.strip() for p in text.split(",")]
+        if len(parts) != 3:
+            raise ValueError(f"--burst {text!r}: write AT,FOR,FACTOR, e.g. 30s,10s,10")
+        try:
+            at, length = Duration.parse(parts[0]).seconds, Duration.parse(parts[1]).seconds
+            factor = float(parts[2])
+        except ValueError as error:
+            raise ValueError(f"--burst {text!r}: {error}") from None
+        if factor <= 0 or length <= 0:
+            raise ValueError(f"--burst {text!r}: FOR and FACTOR must be above zero")
+        return cls(at, length, factor)
+
+
+@dataclass
+class LoadPlan:
+    topic: str
+    rate: float
+    duration: float | None = None
+    bursts: list[Burst] = field(default_factory=list)
+    keys: int = 100
+
+    def rate_at(self, elapsed: float) -> float:
+        factor = 1.0
+        for burst in self.bursts:
+            if burst.at <= elapsed < burst.at + burst.length:
+                factor *= burst.factor
+        return self.rate * factor
+
+    def expected(self, elapsed: float) -> float:
+        """Events due by `elapsed` seconds: the integral of the rate (pure, for pacing and tests)."""
+        total = self.rate * elapsed
+        for burst in self.bursts:
+            inside = max(0.0, min(elapsed, burst.at + burst.length) - burst.at)
+            total += self.rate * (burst.factor - 1) * inside
+        return total
+
+
+def iso_ms(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def generate(
+    plan: LoadPlan, bootstrap: str, stop: Callable[[], bool] = lambda: False,
+    progress: Callable[[str], None] | None = None, tick: float = 0.005,
+) -> dict[str, Any]:
+    """Produce until the duration passes or `stop()`; returns what was sent."""
+    from confluent_kafka import KafkaException, Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "1",
+                         "queue.buffering.max.messages": 1_000_000, "message.timeout.ms": 30_000})
+    failures = 0
+
+    def delivered(error: object, message: object) -> None:
+        nonlocal failures
+        if error is not None:
+            failures += 1
+
+    rng = random.Random(7)
+    sent = 0
+    start = time.time()
+    last_report = start
+    try:
+        while not stop():
+            now = time.time()
+            elapsed = now - start
+            if plan.duration is not None and elapsed >= plan.duration:
+                break
+            due = int(plan.expected(elapsed))
+            while sent < due:
+                produced = time.time()
+                key = f"k{sent % plan.keys}"
+                event = {"key": key, "seq": sent, "produced_at": iso_ms(produced), "amount": round(rng.random() * 1000, 2)}
+                try:
+                    producer.produce(plan.topic, json.dumps(event).encode(), key=key.encode(),
+                                     timestamp=int(produced * 1000), on_delivery=delivered)
+                except BufferError:
+                    producer.poll(0.05)
+                    continue
+                except KafkaException as error:
+                    raise RuntimeError(f"cannot produce to {plan.topic} at {bootstrap}: {error}") from None
+                sent += 1
+            producer.poll(0)
+            if progress and now - last_report >= 5:
+                progress(f"sent {sent} events in {elapsed:.0f}s ({sent / max(elapsed, 1e-9):.0f}/s, now {plan.rate_at(elapsed):.0f}/s)")
+                last_report = now
+            time.sleep(tick)
+    finally:
+        left = producer.flush(30)
+    elapsed = time.time() - start
+    return {"topic": plan.topic, "started_at": start, "sent": sent, "failed": failures + left, "seconds": round(elapsed, 3),
+            "rate": round(sent / elapsed, 1) if elapsed > 0 else 0.0, "target_rate": plan.rate}
+
+
+def main_progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
