@@ -33,6 +33,7 @@ from sluice.scheduler.policies import BatchRequest, QuerySpec
 from .kafka_check import kafka_problem
 from .latency import GRID, BatchLatency, LatencyWindow, batch_latency
 from .pipeline import TS, build, write_batch
+from .stages import StageCost, StagePoller
 
 log = logging.getLogger("sluice.runtime")
 
@@ -76,6 +77,10 @@ class Metrics:
         self.state_rows = Gauge("sluice_runtime_state_rows", "Rows held in state stores.", labels, registry=registry)
         self.state_bytes = Gauge("sluice_runtime_state_memory_bytes", "Memory used by state stores.", labels, registry=registry)
         self.gate_wait = Gauge("sluice_runtime_gate_wait_seconds", "Time the last batch waited for its grant.", labels, registry=registry)
+        self.task_run = Counter("sluice_runtime_task_run_seconds_total", "Task run time of the query's stages.", labels, registry=registry)
+        self.task_cpu = Counter("sluice_runtime_task_cpu_seconds_total", "Task CPU time of the query's stages.", labels, registry=registry)
+        self.fetch_wait = Counter("sluice_runtime_shuffle_fetch_wait_seconds_total", "Task time spent waiting for shuffle data.", labels, registry=registry)
+        self.stage_records = Counter("sluice_runtime_stage_input_records_total", "Records read by the query's stages.", labels, registry=registry)
         self.phase = Gauge("sluice_runtime_query_up", "1 while the query runs.", labels, registry=registry)
 
     def forget(self, tenant: str, key: str) -> None:
@@ -109,6 +114,9 @@ class HostedQuery:
     bands: dict[str, int] = field(default_factory=dict)
     band_log: dict[int, str] = field(default_factory=dict)
     """batch id -> band, for the most recent batches."""
+    stages: dict[str, float] = field(default_factory=dict)
+    """Useful task seconds per stage of the latest measured batch (from Spark's status API)."""
+    stages_batch: int = -1
     gate_mode: str = "gated"
     stopping: bool = False
     retry_at: float = 0.0
@@ -141,6 +149,10 @@ class QueryHost:
         self.retry_every = 5.0
         self._lock = threading.RLock()
         self._listener = _attach_listener(spark, self)
+        self._stages: StagePoller | None = None
+        ui = spark.sparkContext.uiWebUrl
+        if ui:
+            self._stages = StagePoller(ui, spark.sparkContext.applicationId, self.on_stages).start()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -231,6 +243,9 @@ class QueryHost:
         if self._listener is not None:
             self.spark.streams.removeListener(self._listener)
             self._listener = None
+        if self._stages is not None:
+            self._stages.stop()
+            self._stages = None
 
     def refresh(self) -> None:
         """Notice queries that died (source unreachable, sink failing, ...); retry Pending ones."""
@@ -370,6 +385,22 @@ class QueryHost:
         self.metrics.state_rows.labels(*labels).set(hosted.state_rows)
         self.metrics.state_bytes.labels(*labels).set(hosted.state_bytes)
 
+    def on_stages(self, stages: list[StageCost]) -> None:
+        """Spark's task metrics for completed stages, per query and per batch."""
+        for stage in stages:
+            hosted = self.queries.get(stage.query)
+            if hosted is None:
+                continue
+            labels = (hosted.query.tenant, stage.query)
+            self.metrics.task_run.labels(*labels).inc(stage.run_seconds)
+            self.metrics.task_cpu.labels(*labels).inc(stage.cpu_seconds)
+            self.metrics.fetch_wait.labels(*labels).inc(stage.shuffle_fetch_wait_seconds)
+            self.metrics.stage_records.labels(*labels).inc(stage.input_records + stage.shuffle_read_records)
+            if stage.batch_id != hosted.stages_batch:
+                hosted.stages, hosted.stages_batch = {}, stage.batch_id
+            name = f"{stage.stage_id}:{stage.name.split(' at ')[0]}"
+            hosted.stages[name] = round(stage.useful_seconds, 4)
+
     def status(self, key: str) -> dict[str, Any]:
         hosted = self.queries[key]
         now = self.clock()
@@ -393,6 +424,7 @@ class QueryHost:
             "state_bytes": hosted.state_bytes,
             "scheduler": hosted.gate_mode if self.gate is not None else "ungated",
             "bands": dict(hosted.bands),
+            "stages": {"batch": hosted.stages_batch, "usefulSeconds": dict(hosted.stages)},
         }
 
     def statuses(self) -> dict[str, dict[str, Any]]:

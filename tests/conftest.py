@@ -1,14 +1,23 @@
-"""Shared test helpers. Tiers are chosen by marker: spark, cluster, kafka, slow (CI runs all)."""
+"""Shared fixtures. Tiers are chosen by marker: spark, cluster, kafka, slow (CI runs all)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="session")
-def root() -> Path:
-    return ROOT
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One real local SparkSession per test module (FAIR mode with the band ladder)."""
+    from sluice.runtime.runner import stop_session
+    from sluice.runtime.session import SessionConfig, build_session
+
+    stop_session()
+    session = build_session(SessionConfig(master="local[2]", workdir=Path(tmp_path_factory.mktemp("spark"))))
+    yield session
+    session.stop()

@@ -326,10 +326,10 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str) -> None:
     except (cameo_bench.ScenarioError, KafkaUnavailable, RuntimeError) as error:
         click.echo(str(error), err=True)
         sys.exit(1)
-    click.echo(result["table"])
-    for line in result["ratios"] + result["throughput"]:
-        click.echo(line)
-    click.echo(f"wrote {out}/results.json, {out}/latency.png, {out}/cdf.png")
+    summary = "\n".join([result["table"], "", *result["ratios"], *result["throughput"]])
+    click.echo(summary)
+    (Path(out) / "summary.txt").write_text(summary + "\n")
+    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/latency.png, {out}/cdf.png")
 
 
 if __name__ == "__main__":

@@ -142,6 +142,10 @@ def test_batches_run_in_the_band_the_scheduler_chose(spark: Any, host_factory: A
         assert stage["schedulingPool"] == hosted.band_log[int(match.group(2))]
         seen += 1
     assert seen >= 6, "Spark's status API shows the stages of every batch in its granted pool"
+    # the stage poller attributes the same stages' task metrics to the queries
+    wait_for(lambda: urgent.stages and bulk.stages, 15, "stage metrics per query")
+    assert all(seconds >= 0 for seconds in urgent.stages.values())
+    assert host.status("pay/urgent")["stages"]["batch"] in urgent.band_log
 
 
 def test_gate_delays_a_stateful_batch_and_it_still_commits(host_factory: Any, tmp_path: Path) -> None:

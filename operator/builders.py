@@ -1,0 +1,158 @@
+"""Kubernetes objects for a StreamingPool (pure: spec in, manifests out, no I/O).
+
+Everything lives in the operator's namespace and is owned by the (cluster-scoped) pool, so
+deleting the pool deletes them (the garbage collector follows owner references).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from sluice.api.pool import StreamingPool
+from sluice.scheduler.bands import fairscheduler_xml
+
+CONTROL_PORT = 8480
+SCHEDULER_PORT = 8470
+METRICS_PORT = 8481
+RUNTIME_URL_ANNOTATION = "sluice.dev/runtime-url"
+"""Overrides where the operator reaches the pool's runtime (default: its in-cluster Service)."""
+
+
+def base_name(pool: str) -> str:
+    return f"sluice-pool-{pool}"
+
+
+def labels(pool: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "sluice-runtime", "app.kubernetes.io/managed-by": "sluice", "sluice.dev/pool": pool}
+
+
+def owner_reference(pool: dict[str, Any]) -> dict[str, Any]:
+    meta = pool["metadata"]
+    return {"apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingPool", "name": meta["name"], "uid": meta["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def runtime_url(pool: dict[str, Any], namespace: str) -> str:
+    annotations = pool["metadata"].get("annotations") or {}
+    override = annotations.get(RUNTIME_URL_ANNOTATION)
+    if override:
+        return str(override).rstrip("/")
+    return f"http://{base_name(pool['metadata']['name'])}.{namespace}.svc:{CONTROL_PORT}"
+
+
+def _meta(name: str, namespace: str, pool: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "namespace": namespace, "labels": labels(pool["metadata"]["name"]),
+            "ownerReferences": [owner_reference(pool)]}
+
+
+def executor_pod_template(model: StreamingPool) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"labels": {**labels(model.metadata.name), "sluice.dev/role": "executor"}},
+        "spec": {
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 185, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "spark-kubernetes-executor",
+                "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+            }],
+        },
+    }
+
+
+def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
+    name = base_name(model.metadata.name)
+    executor = model.spec.executor
+    initial = model.spec.executors if model.spec.executors is not None else model.spec.minExecutors
+    return {
+        "spark.master": "k8s://https://kubernetes.default.svc",
+        "spark.submit.deployMode": "client",
+        "spark.driver.host": f"{name}-driver.{namespace}.svc",
+        "spark.driver.port": "7078",
+        "spark.driver.blockManager.port": "7079",
+        "spark.kubernetes.namespace": namespace,
+        "spark.kubernetes.container.image": model.spec.image,
+        "spark.kubernetes.authenticate.driver.serviceAccountName": name,
+        "spark.kubernetes.executor.podTemplateFile": "/etc/sluice/executor-pod.yaml",
+        "spark.kubernetes.executor.label.sluice.dev/pool": model.metadata.name,
+        "spark.executor.cores": str(executor.cores),
+        "spark.executor.memory": f"{executor.memory.mib}m",
+        "spark.executor.instances": str(initial),
+        "spark.dynamicAllocation.enabled": "false",
+        "spark.scheduler.mode": "FAIR" if model.spec.policy != "fifo" else "FIFO",
+    }
+
+
+def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, token: str,
+                 operator_image: str | None = None) -> list[dict[str, Any]]:
+    """All objects a pool becomes; `token` is the control API's bearer token (a new one or the Secret's)."""
+    name = base_name(model.metadata.name)
+    sel = labels(model.metadata.name)
+    conf = spark_conf(model, namespace)
+    capacity = model.spec.executor.cores * max(model.spec.executors or model.spec.minExecutors, 1)
+    runtime_args = ["python", "-m", "sluice.runtime", "--port", str(CONTROL_PORT), "--token-file", "/etc/sluice-token/token",
+                    "--scheduler", f"http://127.0.0.1:{SCHEDULER_PORT}", "--master", conf["spark.master"]]
+    runtime_args += [arg for key, value in conf.items() if key != "spark.master" for arg in ("--conf", f"{key}={value}")]
+    driver = model.spec.driver
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(name, namespace, pool),
+        "spec": {
+            "replicas": 1, "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": {**sel, "sluice.dev/role": "driver"}},
+            "template": {
+                "metadata": {"labels": {**sel, "sluice.dev/role": "driver"}},
+                "spec": {
+                    "serviceAccountName": name,
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 185, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [
+                        {
+                            "name": "runtime", "image": model.spec.image, "args": runtime_args,
+                            "ports": [{"name": "control", "containerPort": CONTROL_PORT},
+                                      {"name": "driver", "containerPort": 7078}, {"name": "blockmanager", "containerPort": 7079},
+                                      {"name": "spark-ui", "containerPort": 4040}],
+                            "env": [{"name": "SLUICE_POLICY", "value": model.spec.policy}],
+                            "resources": {"requests": {"cpu": str(driver.cores), "memory": driver.memory.text},
+                                          "limits": {"memory": driver.memory.text}},
+                            "readinessProbe": {"httpGet": {"path": "/healthz", "port": "control"}, "periodSeconds": 10},
+                            "volumeMounts": [{"name": "token", "mountPath": "/etc/sluice-token", "readOnly": True},
+                                             {"name": "config", "mountPath": "/etc/sluice", "readOnly": True}],
+                            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                        },
+                        {
+                            "name": "scheduler", "image": model.spec.image,
+                            "args": ["python", "-m", "sluice.scheduler", "--host", "127.0.0.1", "--port", str(SCHEDULER_PORT),
+                                     "--policy", model.spec.policy if model.spec.policy in ("fifo", "fair", "edf", "cameo") else "cameo",
+                                     "--capacity", str(capacity)],
+                            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+                            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                        },
+                    ],
+                    "volumes": [{"name": "token", "secret": {"secretName": f"{name}-token"}},
+                                {"name": "config", "configMap": {"name": f"{name}-config"}}],
+                },
+            },
+        },
+    }
+    control = {"apiVersion": "v1", "kind": "Service", "metadata": _meta(name, namespace, pool),
+               "spec": {"selector": {**sel, "sluice.dev/role": "driver"},
+                        "ports": [{"name": "control", "port": CONTROL_PORT, "targetPort": "control"}]}}
+    headless = {"apiVersion": "v1", "kind": "Service", "metadata": _meta(f"{name}-driver", namespace, pool),
+                "spec": {"clusterIP": "None", "selector": {**sel, "sluice.dev/role": "driver"},
+                         "ports": [{"name": "driver", "port": 7078}, {"name": "blockmanager", "port": 7079}]}}
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, namespace, pool)}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(name, namespace, pool),
+            "rules": [
+                # the Spark driver creates and deletes its executor pods, and nothing else
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete"]},
+            ]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(name, namespace, pool),
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]}
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": _meta(f"{name}-token", namespace, pool),
+              "type": "Opaque", "stringData": {"token": token}}
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(f"{name}-config", namespace, pool),
+              "data": {"executor-pod.yaml": yaml.safe_dump(executor_pod_template(model), sort_keys=False),
+                       "fairscheduler.xml": fairscheduler_xml(8),
+                       "spark.conf": "".join(f"{k} {v}\n" for k, v in conf.items())}}
+    return [account, role, binding, secret, config, control, headless, deployment]

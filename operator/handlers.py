@@ -1,0 +1,315 @@
+"""kopf handlers: StreamingPools become runtimes, StreamingQueries become registrations on them.
+
+Thin shells over the pure parts (builders, admission): read what is there, decide, apply
+idempotently (server-side apply with a fixed field manager, so a rerun after a crash creates
+nothing twice), and write status through the status subresource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import kopf
+from pydantic import ValidationError
+
+from sluice.api.manifest import ManifestErrors, load_query
+from sluice.api.pool import StreamingPool
+
+from . import metrics
+from .admission import admit, is_admitted, set_condition
+from .builders import base_name, pool_objects, runtime_url
+
+GROUP, VERSION = "sluice.dev", "v1alpha1"
+QUERIES, POOLS = "streamingqueries", "streamingpools"
+FIELD_MANAGER = "sluice-operator"
+log = logging.getLogger("sluice.operator")
+
+
+def operator_namespace() -> str:
+    """The operator's own namespace, where pools' runtimes live."""
+    return os.environ.get("SLUICE_NAMESPACE", "sluice-system")
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---------------------------------------------------------------- Kubernetes access (sync client in threads)
+
+_api: Any = None
+
+
+def api() -> Any:
+    global _api
+    if _api is None:
+        from kubernetes import client, config
+
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            config.load_kube_config()
+        _api = client.ApiClient()
+    return _api
+
+
+def _apply(objects: list[dict[str, Any]]) -> None:
+    from kubernetes.dynamic import DynamicClient
+
+    dynamic = DynamicClient(api())
+    for obj in objects:
+        resource = dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        dynamic.server_side_apply(resource, body=obj, namespace=obj["metadata"].get("namespace"),
+                                  field_manager=FIELD_MANAGER, force_conflicts=True)
+
+
+def _read_token(pool: str) -> str | None:
+    import base64
+
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        secret = client.CoreV1Api(api()).read_namespaced_secret(f"{base_name(pool)}-token", operator_namespace())
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    data = (secret.data or {}).get("token")
+    return base64.b64decode(data).decode() if data else None
+
+
+def _get_pool(name: str) -> dict[str, Any] | None:
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        body: dict[str, Any] = client.CustomObjectsApi(api()).get_cluster_custom_object(GROUP, VERSION, POOLS, name)
+        return body
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def _queries(namespace_: str | None = None) -> list[dict[str, Any]]:
+    from kubernetes import client
+
+    custom = client.CustomObjectsApi(api())
+    if namespace_:
+        items = custom.list_namespaced_custom_object(GROUP, VERSION, namespace_, QUERIES)["items"]
+    else:
+        items = custom.list_cluster_custom_object(GROUP, VERSION, QUERIES)["items"]
+    return list(items)
+
+
+# ---------------------------------------------------------------- the runtime's control API
+
+class RuntimeUnreachable(Exception):
+    pass
+
+
+async def _runtime(method: str, url: str, token: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+    timeout = aiohttp.ClientTimeout(total=120, connect=5)
+    try:
+        async with aiohttp.ClientSession(timeout=timeout) as session, session.request(
+            method, url, json=body, headers={"Authorization": f"Bearer {token}"}
+        ) as response:
+            answer: dict[str, Any] = await response.json(content_type=None)
+            return response.status, answer
+    except (aiohttp.ClientError, TimeoutError) as error:
+        raise RuntimeUnreachable(f"{type(error).__name__}: {error}") from None
+
+
+async def _healthy(url: str) -> bool:
+    try:
+        timeout = aiohttp.ClientTimeout(total=3)
+        async with aiohttp.ClientSession(timeout=timeout) as session, session.get(f"{url}/healthz") as response:
+            return response.status == 200
+    except (aiohttp.ClientError, TimeoutError):
+        return False
+
+
+# ---------------------------------------------------------------- settings
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.persistence.finalizer = "sluice.dev/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="sluice.dev")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="sluice.dev", key="last-handled-configuration")
+    settings.peering.name = "sluice.dev"
+    settings.peering.standalone = os.environ.get("SLUICE_PEERING", "false").lower() != "true"
+    settings.posting.level = logging.INFO
+    settings.watching.server_timeout = 120
+    port = int(os.environ.get("SLUICE_METRICS_PORT", "8080"))
+    if port >= 0:
+        await metrics.serve(port)
+
+
+# ---------------------------------------------------------------- pools
+
+def _pool_model(body: Any) -> StreamingPool:
+    try:
+        return StreamingPool.model_validate({k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body})
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise kopf.PermanentError(f"spec.{'.'.join(str(p) for p in first['loc'][1:])}: {first['msg']}") from None
+
+
+@kopf.on.resume(GROUP, VERSION, POOLS)
+@kopf.on.create(GROUP, VERSION, POOLS)
+@kopf.on.update(GROUP, VERSION, POOLS)
+async def reconcile_pool(body: kopf.Body, name: str, meta: kopf.Meta, patch: kopf.Patch, **_: Any) -> None:
+    started = time.perf_counter()
+    with metrics.reconcile("StreamingPool"):
+        model = _pool_model(body)
+        token = await asyncio.to_thread(_read_token, name) or secrets.token_urlsafe(32)
+        objects = pool_objects(dict(body), model, operator_namespace(), token)
+        await asyncio.to_thread(_apply, objects)
+        url = runtime_url(dict(body), operator_namespace())
+        healthy = await _healthy(url)
+        conditions = list((body.get("status") or {}).get("conditions") or [])
+        conditions = set_condition(conditions, "Ready", healthy, "RuntimeReady" if healthy else "RuntimeStarting",
+                                   f"the runtime answers at {url}." if healthy else f"waiting for the runtime at {url}.",
+                                   _now(), meta.get("generation"))
+        patch.status["phase"] = "Running" if healthy else "Pending"
+        patch.status["conditions"] = conditions
+        patch.status["observedGeneration"] = meta.get("generation")
+        patch.status["policy"] = model.spec.policy
+        target = model.spec.executors if model.spec.executors is not None else model.spec.minExecutors
+        patch.status["executors"] = {"current": (body.get("status") or {}).get("executors", {}).get("current", 0), "target": target}
+        kopf.info(body, reason="Reconciled", message=f"runtime objects applied in {operator_namespace()} ({len(objects)} objects).")
+    log.info("pool %s reconciled in %.2fs", name, time.perf_counter() - started)
+
+
+@kopf.timer(GROUP, VERSION, POOLS, interval=15, initial_delay=5)
+async def sync_pool(body: kopf.Body, name: str, meta: kopf.Meta, patch: kopf.Patch, **_: Any) -> None:
+    url = runtime_url(dict(body), operator_namespace())
+    healthy = await _healthy(url)
+    hosted = [q for q in await asyncio.to_thread(_queries) if q["spec"].get("pool") == name and is_admitted(q)]
+    patch.status["phase"] = "Running" if healthy else "Pending"
+    patch.status["queries"] = len(hosted)
+
+
+# ---------------------------------------------------------------- queries
+
+async def _admission(body: kopf.Body, name: str, ns: str) -> tuple[Any, dict[str, Any] | None, Any]:
+    try:
+        query = load_query({k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body})
+    except ManifestErrors as errors:
+        raise kopf.PermanentError(" ".join(str(e) for e in errors.errors)) from None
+    pool_body = await asyncio.to_thread(_get_pool, query.spec.pool)
+    pool = _pool_model(pool_body) if pool_body else None
+    others = [q for q in await asyncio.to_thread(_queries, ns)
+              if q["metadata"]["name"] != name and q["spec"].get("pool") == query.spec.pool and is_admitted(q)]
+    return query, pool_body, admit(query, pool, len(others))
+
+
+@kopf.on.resume(GROUP, VERSION, QUERIES)
+@kopf.on.create(GROUP, VERSION, QUERIES)
+@kopf.on.update(GROUP, VERSION, QUERIES)
+async def reconcile_query(body: kopf.Body, name: str, namespace: str | None, meta: kopf.Meta, patch: kopf.Patch,
+                          retry: int, **_: Any) -> None:
+    namespace = namespace or "default"
+    with metrics.reconcile("StreamingQuery"):
+        query, pool_body, decision = await _admission(body, name, namespace)
+        conditions = list((body.get("status") or {}).get("conditions") or [])
+        generation = meta.get("generation")
+        conditions = set_condition(conditions, "Admitted", decision.admitted, decision.reason, decision.message, _now(), generation)
+        patch.status["conditions"] = conditions
+        patch.status["observedGeneration"] = generation
+        if not decision.admitted or pool_body is None:
+            patch.status["phase"] = "Pending"
+            patch.status["message"] = decision.message
+            if retry == 0:
+                kopf.warn(body, reason=decision.reason, message=decision.message)
+            if decision.retry:
+                raise kopf.TemporaryError(decision.message, delay=10)
+            raise kopf.PermanentError(decision.message)
+        token = await asyncio.to_thread(_read_token, query.spec.pool)
+        url = runtime_url(pool_body, operator_namespace())
+        manifest = {k: body[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+        manifest["metadata"] = {"name": name, "namespace": namespace}
+        try:
+            if token is None:
+                raise RuntimeUnreachable("the pool's token Secret does not exist yet")
+            status, answer = await _runtime("PUT", f"{url}/v1/queries/{namespace}/{name}", token, manifest)
+        except RuntimeUnreachable as error:
+            message = f"cannot reach pool '{query.spec.pool}' runtime at {url} ({error}); retrying."
+            patch.status["conditions"] = set_condition(conditions, "Registered", False, "RuntimeUnreachable", message, _now(), generation)
+            patch.status["phase"] = "Pending"
+            patch.status["message"] = message
+            raise kopf.TemporaryError(message, delay=5) from None
+        registered = status in (200, 422)
+        message = answer.get("message") or answer.get("error") or ""
+        patch.status["conditions"] = set_condition(
+            conditions, "Registered", registered, "Registered" if registered else "Rejected",
+            f"registered on pool '{query.spec.pool}'." if registered else message, _now(), generation)
+        patch.status["phase"] = answer.get("phase", "Failed") if registered else "Failed"
+        patch.status["message"] = message
+        if registered:
+            kopf.info(body, reason="Registered", message=f"running on pool '{query.spec.pool}' ({patch.status['phase']}).")
+        else:
+            kopf.warn(body, reason="Rejected", message=message)
+
+
+@kopf.on.delete(GROUP, VERSION, QUERIES)
+async def deregister_query(body: kopf.Body, name: str, namespace: str | None, retry: int, **_: Any) -> None:
+    namespace = namespace or "default"
+    if not is_admitted(dict(body)):
+        return
+    pool = body["spec"].get("pool")
+    pool_body = await asyncio.to_thread(_get_pool, pool)
+    token = await asyncio.to_thread(_read_token, pool) if pool_body else None
+    if pool_body is None or token is None:
+        return  # nothing left to deregister from
+    url = runtime_url(pool_body, operator_namespace())
+    try:
+        status, _ = await _runtime("DELETE", f"{url}/v1/queries/{namespace}/{name}", token)
+    except RuntimeUnreachable as error:
+        if retry < 5:
+            raise kopf.TemporaryError(f"cannot reach the runtime at {url} to deregister ({error}); retrying.", delay=5) from None
+        kopf.warn(body, reason="DeregisterSkipped", message=f"the runtime at {url} did not answer; the query was removed anyway.")
+        return
+    metrics.forget_query(namespace, name)
+    kopf.info(body, reason="Deregistered", message=f"removed from pool '{pool}' (HTTP {status}).")
+
+
+@kopf.timer(GROUP, VERSION, QUERIES, interval=float(os.environ.get("SLUICE_STATUS_INTERVAL", "10")), initial_delay=2)
+async def sync_query(body: kopf.Body, name: str, namespace: str | None, patch: kopf.Patch, **_: Any) -> None:
+    """Copy latency, attainment and rates from the runtime into status."""
+    namespace = namespace or "default"
+    if not is_admitted(dict(body)):
+        return
+    pool = body["spec"].get("pool")
+    pool_body = await asyncio.to_thread(_get_pool, pool)
+    token = await asyncio.to_thread(_read_token, pool) if pool_body else None
+    if pool_body is None or token is None:
+        return
+    try:
+        status, answer = await _runtime("GET", f"{runtime_url(pool_body, operator_namespace())}/v1/queries/{namespace}/{name}", token)
+    except RuntimeUnreachable:
+        patch.status["schedulerMode"] = "unknown"
+        return
+    if status != 200:
+        return
+    patch.status["phase"] = answer["phase"]
+    patch.status["message"] = answer.get("message", "")
+    if answer.get("p99_ms") is not None:
+        patch.status["latency"] = {"p50Ms": answer["p50_ms"], "p99Ms": answer["p99_ms"]}
+    if answer.get("attainment") is not None:
+        patch.status["slaAttainment"] = round(answer["attainment"], 4)
+        metrics.attainment(namespace, name, answer["attainment"])
+    patch.status["inputRate"] = round(answer.get("input_rate") or 0.0, 2)
+    patch.status["processingRate"] = round(answer.get("processing_rate") or 0.0, 2)
+    patch.status["batches"] = answer.get("batches", 0)
+    patch.status["rows"] = answer.get("rows", 0)
+    patch.status["schedulerMode"] = answer.get("scheduler", "")
+    metrics.phase(namespace, name, answer["phase"])

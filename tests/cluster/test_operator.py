@@ -1,0 +1,219 @@
+"""The operator (kopf, in-process) against the real kube-apiserver, driving a real runtime.
+
+The runtime side is real too: a QueryHost on a local SparkSession behind the runtime's real
+control API on loopback. There is no kubelet here, so the pool's driver pod never runs: the pool
+is annotated with `sluice.dev/runtime-url` to point the operator at that loopback runtime.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.runtime.control import make_control_app
+from sluice.runtime.host import QueryHost
+from sluice.scheduler.core import Scheduler
+from sluice.scheduler.local import LocalScheduler
+from sluice.scheduler.server import ServerThread
+
+from .controlplane import ControlPlane
+
+pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
+SYSTEM = "sluice-system"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 60, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@dataclass
+class World:
+    plane: ControlPlane
+    host: QueryHost
+    runner: Any
+    servers: list[ServerThread] = field(default_factory=list)
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        args = ["get", kind, name, "-o", "json"] + (["-n", namespace] if namespace else [])
+        proc = self.plane.kubectl(*args, check=False)
+        return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+    def apply(self, manifest: dict[str, Any]) -> None:
+        self.plane.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+
+    def serve_pool_runtime(self, pool: str, port: int) -> None:
+        """Start the pool's runtime control API once the operator made its token Secret."""
+        secret = wait_for(lambda: self.get("secret", f"sluice-pool-{pool}-token", SYSTEM), what=f"{pool}'s token Secret")
+        import base64
+
+        token = base64.b64decode(secret["data"]["token"]).decode()
+        self.servers.append(ServerThread(make_control_app(self.host, token), port=port).start())
+
+
+def pool(name: str, port: int, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingPool",
+            "metadata": {"name": name, "annotations": {"sluice.dev/runtime-url": f"http://127.0.0.1:{port}"}},
+            "spec": {"policy": "cameo", **spec}}
+
+
+def query(name: str, namespace: str, pool_name: str = "shared", sla: str = "2s", **extra: Any) -> dict[str, Any]:
+    return {"apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"pool": pool_name, "source": {"type": "rate", "rowsPerSecond": 20},
+                     "pipeline": [{"filter": "value % 2 = 0"}], "sink": {"type": "memory"},
+                     "sla": {"latencyTarget": sla}, "trigger": {"interval": "500ms"}, **extra}}
+
+
+def condition(body: dict[str, Any] | None, kind: str) -> dict[str, Any] | None:
+    for c in ((body or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] == kind:
+            return dict(c)
+    return None
+
+
+def start_operator() -> Any:
+    from kopf.testing import KopfRunner
+
+    runner = KopfRunner(["run", "-A", "--standalone", "-m", "sluice.operator.handlers"])
+    runner.__enter__()
+    return runner
+
+
+@pytest.fixture(scope="module")
+def world(crds_installed: ControlPlane, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    for ns in (SYSTEM, "team-a", "team-b", "team-c"):
+        crds_installed.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+    env = {"KUBECONFIG": str(crds_installed.kubeconfig), "SLUICE_NAMESPACE": SYSTEM, "SLUICE_METRICS_PORT": str(free_port()),
+           "SLUICE_STATUS_INTERVAL": "2"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    host = QueryHost(spark, Path(tmp_path_factory.mktemp("ck")), LocalScheduler(Scheduler("cameo", capacity=2)))
+    world = World(crds_installed, host, start_operator())
+    port = free_port()
+    world.apply(pool("shared", port, allowedNamespaces=["team-a", "team-b"], quotas={"team-b": {"maxQueries": 1}}))
+    world.serve_pool_runtime("shared", port)
+    try:
+        yield world
+    finally:
+        world.runner.__exit__(None, None, None)
+        for server in world.servers:
+            server.stop()
+        host.stop_all()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def test_pool_becomes_owned_objects_with_least_privilege(world: World) -> None:
+    plane = world.plane
+    pool_uid = world.get("sp", "shared")["metadata"]["uid"]  # type: ignore[index]
+    listed = json.loads(plane.kubectl("get", "deployments,services,serviceaccounts,roles,rolebindings,secrets,configmaps",
+                                      "-n", SYSTEM, "-l", "sluice.dev/pool=shared", "-o", "json").stdout)["items"]
+    kinds = sorted(item["kind"] for item in listed)
+    assert kinds == ["ConfigMap", "Deployment", "Role", "RoleBinding", "Secret", "Service", "Service", "ServiceAccount"]
+    for item in listed:
+        (owner,) = item["metadata"]["ownerReferences"]
+        assert owner["kind"] == "StreamingPool" and owner["uid"] == pool_uid and owner["controller"] is True
+    deployment = next(i for i in listed if i["kind"] == "Deployment")
+    containers = [c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]]
+    assert containers == ["runtime", "scheduler"] and deployment["spec"]["strategy"]["type"] == "Recreate"
+    driver = f"system:serviceaccount:{SYSTEM}:sluice-pool-shared"
+    assert plane.kubectl("auth", "can-i", "create", "pods", "-n", SYSTEM, "--as", driver, check=False).stdout.strip() == "yes"
+    assert plane.kubectl("auth", "can-i", "create", "pods", "-n", "team-a", "--as", driver, check=False).stdout.strip() == "no"
+    assert plane.kubectl("auth", "can-i", "get", "secrets", "-n", SYSTEM, "--as", driver, check=False).stdout.strip() == "no"
+    # a tenant user with full rights in its own namespace still cannot read the pool's token
+    plane.kubectl("create", "rolebinding", "alice-admin", "--clusterrole=admin", "--user=alice", "-n", "team-a", check=False)
+    assert plane.kubectl("auth", "can-i", "get", "secrets", "-n", "team-a", "--as", "alice", check=False).stdout.strip() == "yes"
+    denied = plane.kubectl("get", "secret", "sluice-pool-shared-token", "-n", SYSTEM, user="alice", check=False)
+    assert denied.returncode != 0 and "forbidden" in denied.stderr.lower()
+    status = wait_for(lambda: (world.get("sp", "shared") or {}).get("status", {}).get("phase") == "Running", what="pool Running")
+    assert status
+
+
+def test_query_is_registered_and_status_is_synced(world: World) -> None:
+    world.apply(query("fast", "team-a"))
+    wait_for(lambda: "team-a/fast" in world.host.queries, what="registration on the runtime")
+    body = wait_for(lambda: (b := world.get("sq", "fast", "team-a")) and (b.get("status") or {}).get("latency") and b,
+                    timeout=90, what="latency in status")
+    status = body["status"]
+    assert status["phase"] == "Running" and status["schedulerMode"] == "gated"
+    assert status["latency"]["p99Ms"] > 0 and 0 <= status["slaAttainment"] <= 1
+    assert condition(body, "Admitted")["status"] == "True" and condition(body, "Registered")["status"] == "True"
+    assert "sluice.dev/finalizer" in body["metadata"]["finalizers"]
+    table = world.plane.kubectl("get", "sq", "-n", "team-a").stdout.splitlines()
+    row = next(line.split() for line in table if line.startswith("fast"))
+    assert row[1:3] == ["shared", "2s"] and row[-2] == "Running" and float(row[3]) > 0
+    events = world.plane.kubectl("get", "events", "-n", "team-a", "--field-selector", "involvedObject.name=fast").stdout
+    assert "Registered" in events
+
+
+def test_quota_and_namespace_rules_keep_queries_pending(world: World) -> None:
+    world.apply(query("one", "team-b"))
+    wait_for(lambda: "team-b/one" in world.host.queries, what="the first team-b query")
+    world.apply(query("two", "team-b"))
+    body = wait_for(lambda: (c := condition(world.get("sq", "two", "team-b"), "Admitted")) and c["reason"] == "QuotaExceeded" and c,
+                    what="QuotaExceeded")
+    assert body["status"] == "False" and "at most 1" in body["message"]
+    assert world.get("sq", "two", "team-b")["status"]["phase"] == "Pending"  # type: ignore[index]
+    assert "team-b/two" not in world.host.queries
+    world.apply(query("outsider", "team-c"))
+    c = wait_for(lambda: condition(world.get("sq", "outsider", "team-c"), "Admitted"), what="NamespaceNotAllowed")
+    assert c["reason"] == "NamespaceNotAllowed" and "allowedNamespaces" in c["message"]
+
+
+def test_missing_pool_waits_then_registers_when_it_appears(world: World) -> None:
+    world.apply(query("early", "team-a", pool_name="late"))
+    c = wait_for(lambda: condition(world.get("sq", "early", "team-a"), "Admitted"), what="PoolNotFound")
+    assert c["reason"] == "PoolNotFound" and "'late' does not exist" in c["message"]
+    port = free_port()
+    world.apply(pool("late", port))
+    world.serve_pool_runtime("late", port)
+    wait_for(lambda: "team-a/early" in world.host.queries, timeout=60, what="registration after the pool appeared")
+
+
+def test_update_suspend_and_delete(world: World) -> None:
+    world.apply(query("edit", "team-a", sla="3s"))
+    wait_for(lambda: "team-a/edit" in world.host.queries, what="registration")
+    world.apply(query("edit", "team-a", sla="750ms"))
+    wait_for(lambda: world.host.queries.get("team-a/edit") and world.host.queries["team-a/edit"].spec.latency_target == 0.75,
+             what="the new SLA on the runtime")
+    world.apply(query("edit", "team-a", sla="750ms", suspend=True))
+    wait_for(lambda: world.host.queries["team-a/edit"].phase == "Suspended", what="suspension")
+    world.plane.kubectl("delete", "sq", "edit", "-n", "team-a", "--wait=true", "--timeout=60s")
+    assert "team-a/edit" not in world.host.queries  # the finalizer deregistered it first
+    assert world.get("sq", "edit", "team-a") is None
+
+
+def test_operator_restart_converges_without_duplicates(world: World) -> None:
+    world.runner.__exit__(None, None, None)  # the operator dies
+    world.apply(query("while-down", "team-a"))
+    time.sleep(1)
+    assert "team-a/while-down" not in world.host.queries
+    world.runner = start_operator()  # ... and comes back
+    wait_for(lambda: "team-a/while-down" in world.host.queries, timeout=60, what="registration after the restart")
+    deployments = json.loads(world.plane.kubectl("get", "deployments", "-n", SYSTEM, "-l", "sluice.dev/pool=shared", "-o", "json").stdout)
+    assert len(deployments["items"]) == 1
+    keys = [k for k in world.host.queries if k.startswith("team-a/")]
+    assert len(keys) == len(set(keys)) and "team-a/fast" in keys

@@ -1,0 +1,45 @@
+"""`sluice bench cameo` end to end on a short scenario: its files and JSON contract (not its figures)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_short_benchmark_writes_results_and_plots(tmp_path: Path) -> None:
+    scenario = yaml.safe_load((ROOT / "bench" / "scenarios" / "two-tenants.yaml").read_text())
+    scenario.update(duration="10s", warmup="4s")
+    scenario["queries"][1]["load"]["rate"] = 2000
+    path = tmp_path / "short.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sluice", "bench", "cameo", "--scenario", str(path), "--policies", "fifo,cameo", "--out", str(out)],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["policies"]) == {"fifo", "cameo"}
+    for table in results["policies"].values():
+        for key in ("payments/fraud-alerts", "analytics/merchant-stats"):
+            assert {"p50_ms", "p99_ms", "max_ms", "sla_ms", "attainment", "rows"} <= set(table[key])
+        assert table["payments/fraud-alerts"]["rows"] > 0 and table["payments/fraud-alerts"]["sla_ms"] == 1000
+    for name in ("latency.png", "cdf.png", "summary.txt"):
+        assert (out / name).stat().st_size > 1000 or name == "summary.txt"
+    assert "p99 fifo/cameo" in proc.stdout and "rows per policy" in proc.stdout
+
+
+def test_bad_scenario_gets_one_sentence(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\nduration: soon\nqueries: []\n")
+    proc = subprocess.run([sys.executable, "-m", "sluice", "bench", "cameo", "--scenario", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "duration" in proc.stderr and "Traceback" not in proc.stderr
