@@ -153,6 +153,11 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         await metrics.serve(port)
 
 
+@kopf.on.cleanup()
+async def shutdown(**_: Any) -> None:
+    await metrics.close()
+
+
 # ---------------------------------------------------------------- pools
 
 def _pool_model(body: Any) -> StreamingPool:
@@ -260,17 +265,25 @@ async def reconcile_query(body: kopf.Body, name: str, namespace: str | None, met
             kopf.warn(body, reason="Rejected", message=message)
 
 
+async def _pool_runtime(pool: str) -> tuple[str, str] | None:
+    """(control API URL, token) of a pool's runtime, or None if the pool or its token is gone."""
+    pool_body = await asyncio.to_thread(_get_pool, pool)
+    token = await asyncio.to_thread(_read_token, pool) if pool_body else None
+    if pool_body is None or token is None:
+        return None
+    return runtime_url(pool_body, operator_namespace()), token
+
+
 @kopf.on.delete(GROUP, VERSION, QUERIES)
 async def deregister_query(body: kopf.Body, name: str, namespace: str | None, retry: int, **_: Any) -> None:
     namespace = namespace or "default"
     if not is_admitted(dict(body)):
         return
     pool = body["spec"].get("pool")
-    pool_body = await asyncio.to_thread(_get_pool, pool)
-    token = await asyncio.to_thread(_read_token, pool) if pool_body else None
-    if pool_body is None or token is None:
+    found = await _pool_runtime(pool)
+    if found is None:
         return  # nothing left to deregister from
-    url = runtime_url(pool_body, operator_namespace())
+    url, token = found
     try:
         status, _ = await _runtime("DELETE", f"{url}/v1/queries/{namespace}/{name}", token)
     except RuntimeUnreachable as error:
@@ -288,13 +301,12 @@ async def sync_query(body: kopf.Body, name: str, namespace: str | None, patch: k
     namespace = namespace or "default"
     if not is_admitted(dict(body)):
         return
-    pool = body["spec"].get("pool")
-    pool_body = await asyncio.to_thread(_get_pool, pool)
-    token = await asyncio.to_thread(_read_token, pool) if pool_body else None
-    if pool_body is None or token is None:
+    found = await _pool_runtime(body["spec"].get("pool"))
+    if found is None:
         return
+    url, token = found
     try:
-        status, answer = await _runtime("GET", f"{runtime_url(pool_body, operator_namespace())}/v1/queries/{namespace}/{name}", token)
+        status, answer = await _runtime("GET", f"{url}/v1/queries/{namespace}/{name}", token)
     except RuntimeUnreachable:
         patch.status["schedulerMode"] = "unknown"
         return

@@ -68,3 +68,10 @@ async def serve(port: int, host: str = "0.0.0.0") -> int:
     await site.start()
     server = getattr(site, "_server", None)
     return int(server.sockets[0].getsockname()[1]) if server and server.sockets else port
+
+
+async def close() -> None:
+    global _runner
+    if _runner is not None:
+        await _runner.cleanup()
+        _runner = None

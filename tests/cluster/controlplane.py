@@ -8,11 +8,9 @@ garbage-collected.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
-import signal
 import socket
 import ssl
 import subprocess
@@ -22,8 +20,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sluice.testing import processes
+
 HERE = Path(__file__).resolve().parent
-RUN_DIR = Path(os.environ.get("SLUICE_CACHE", Path.home() / ".cache" / "sluice")) / "run"
 
 
 class ControlPlaneError(RuntimeError):
@@ -54,56 +53,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+MARKERS = ("etcd", "kube-apiserver")
 
 
 def reap_leftovers() -> list[int]:
-    """Kill processes that a killed earlier run left behind; returns their pids.
-
-    Each started process has a pidfile `RUN_DIR/<name>-<pid>.pid` holding "<pid> <owner pid>".
-    A process whose owner (the test run that started it) is gone is a leftover; one whose owner
-    still runs belongs to a concurrent test run and is left alone.
-    """
-    reaped: list[int] = []
-    if not RUN_DIR.exists():
-        return reaped
-    for pidfile in RUN_DIR.glob("*.pid"):
-        try:
-            pid, owner = (int(x) for x in pidfile.read_text().split())
-        except ValueError:
-            pidfile.unlink(missing_ok=True)
-            continue
-        if _alive(owner):
-            continue
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-            if "etcd" in cmdline or "kube-apiserver" in cmdline:
-                os.killpg(pid, signal.SIGKILL)
-                reaped.append(pid)
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            pass
-        pidfile.unlink(missing_ok=True)
-    return reaped
-
-
-def _stop(proc: subprocess.Popen[bytes], timeout: float = 10) -> None:
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=timeout)
+    """Kill etcd/kube-apiserver processes that a killed earlier run left behind."""
+    return processes.reap_leftovers(MARKERS)
 
 
 @dataclass
@@ -129,7 +84,6 @@ class ControlPlane:
 
     def start(self, attempts: int = 3) -> ControlPlane:
         reap_leftovers()
-        RUN_DIR.mkdir(parents=True, exist_ok=True)
         error = ""
         for attempt in range(1, attempts + 1):
             try:
@@ -141,10 +95,7 @@ class ControlPlane:
         raise ControlPlaneError(f"The test control plane did not start after {attempts} tries: {error}")
 
     def _spawn(self, name: str, args: list[str], log: Path) -> subprocess.Popen[bytes]:
-        handle = log.open("wb")
-        proc = subprocess.Popen(args, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
-        handle.close()
-        (RUN_DIR / f"{name}-{proc.pid}.pid").write_text(f"{proc.pid} {os.getpid()}")
+        proc = processes.spawn(name, args, log)
         self.procs.append((name, proc))
         return proc
 
@@ -223,8 +174,7 @@ class ControlPlane:
 
     def stop(self) -> None:
         for name, proc in reversed(self.procs):
-            _stop(proc)
-            (RUN_DIR / f"{name}-{proc.pid}.pid").unlink(missing_ok=True)
+            processes.stop(name, proc)
         self.procs.clear()
 
     # ------------------------------------------------------------------ tools

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from .controlplane import RUN_DIR, _alive, build_binaries, reap_leftovers
+from sluice.testing.processes import RUN_DIR
+from sluice.testing.processes import alive as _alive
+
+from .controlplane import build_binaries, reap_leftovers
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
