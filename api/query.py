@@ -76,6 +76,8 @@ class KafkaSource(Model):
     """Where a new query starts reading."""
     maxOffsetsPerTrigger: int | None = Field(default=None, gt=0)
     """At most this many records per micro-batch."""
+    minPartitions: int | None = Field(default=None, gt=0, le=4096)
+    """Split each batch's read into at least this many tasks: shorter tasks let priority bands act sooner."""
     failOnDataLoss: bool = False
     """Fail the query when offsets were aged out of the topic before they were read."""
 

@@ -152,7 +152,7 @@ class QueryHost:
         self._stages: StagePoller | None = None
         ui = spark.sparkContext.uiWebUrl
         if ui:
-            self._stages = StagePoller(ui, spark.sparkContext.applicationId, self.on_stages).start()
+            self._stages = StagePoller(ui, spark.sparkContext.applicationId, self.on_stages, interval=3.0).start()
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -77,6 +77,8 @@ def _source(spark: Any, query: StreamingQuery) -> Any:
         )
         if source.maxOffsetsPerTrigger:
             reader = reader.option("maxOffsetsPerTrigger", source.maxOffsetsPerTrigger)
+        if source.minPartitions:
+            reader = reader.option("minPartitions", source.minPartitions)
         raw = reader.load()
         value = F.col("value").cast("string")
         if source.schema_:
