@@ -8,6 +8,8 @@ grows with its rows. The model learns both online:
   per-row cost cannot be observed, and the cap leans to the conservative side (more per row);
 - `per_row`: an EWMA of (cost - fixed) / rows, with each cost clipped to 4x the prediction so one
   outlier (a fetch-failure retry) cannot swing it;
+- once recent batches differ in size (3x or more), a least-squares line through them replaces
+  both, so a burst's first large batch is estimated pessimistically and later ones truly;
 - a safety margin: a high quantile of recent relative residuals, so the estimate is conservative.
 
 `estimate(rows)` = (fixed + per_row * rows) * (1 + margin). A batch with 10x the usual rows is
@@ -83,11 +85,33 @@ class QueryCost:
             sample = max(clipped - self.fixed, 0.0) / rows
             self.per_row = sample if self.row_samples == 0 else self.per_row + self.alpha * (sample - self.per_row)
             self.row_samples += 1
+            self._fit()
         if tail is not None:
             self.tail += self.alpha * (max(tail, 0.0) - self.tail)
         for stage, cost in (stages or {}).items():
             old = self.stages.get(stage)
             self.stages[stage] = cost if old is None else old + self.alpha * (cost - old)
+
+    def _fit(self) -> None:
+        """Once recent batches differ in size (3x or more), fit cost = fixed + per_row * rows to them.
+
+        Until then the split is unobservable and the floor cap stands (pessimistic for larger
+        batches); after one batch of another size the line is known and replaces the guess.
+        """
+        points = [(r, c) for r, c in self.recent if r > 0]
+        if len(points) < 4:
+            return
+        sizes = [r for r, _ in points]
+        if max(sizes) < 3 * min(sizes):
+            return
+        n = len(points)
+        mean_r = sum(sizes) / n
+        mean_c = sum(c for _, c in points) / n
+        var = sum((r - mean_r) ** 2 for r in sizes)
+        slope = sum((r - mean_r) * (c - mean_c) for r, c in points) / var
+        intercept = mean_c - slope * mean_r
+        if slope >= 0 and intercept >= 0:
+            self.fixed, self.per_row = intercept, slope
 
     def margin(self) -> float:
         if len(self.residuals) < 4:

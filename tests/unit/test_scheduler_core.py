@@ -154,6 +154,18 @@ def test_cost_model_reacts_to_a_10x_batch_at_once() -> None:
     assert spike > 2.5 * usual
 
 
+def test_cost_model_learns_the_true_line_once_sizes_vary() -> None:
+    """Fixed-cost-heavy batches (a stateful query): pessimistic before a big batch, true after a few."""
+    costs = CostModel()
+    for _ in range(20):
+        costs.observe("agg", rows=5_000, seconds=2.0 + 5_000 * 20e-6)  # 2.1 s, mostly fixed cost
+    assert costs.estimate("agg", 50_000) > 10.0  # never seen: extrapolated pessimistically
+    for _ in range(3):
+        costs.observe("agg", rows=50_000, seconds=2.0 + 50_000 * 20e-6)  # 3.0 s
+    learned = costs.estimate("agg", 50_000)
+    assert 2.5 < learned < 5.0  # the fitted line (plus margin), not 10x the usual cost
+
+
 def test_cost_model_is_robust_to_one_outlier_and_conservative_when_new() -> None:
     costs = CostModel(CostPrior(fixed=0.5, per_row=20e-6))
     assert costs.estimate("new", 100) == pytest.approx(0.5 + 100 * 20e-6)
