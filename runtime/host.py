@@ -120,6 +120,8 @@ class HostedQuery:
     gate_mode: str = "gated"
     stopping: bool = False
     retry_at: float = 0.0
+    newest_input: float | None = None
+    """Newest input event time Spark reported (queries with a watermark)."""
 
 
 class QueryHost:
@@ -272,7 +274,10 @@ class QueryHost:
         rows = 0
         if hosted.last_batch_started is not None and hosted.input_rate > 0:
             rows = int(hosted.input_rate * max(now - hosted.last_batch_started, 0.0))
-        request = BatchRequest(hosted.query.key, batch_id, rows, hosted.last_newest)
+        # The batch's oldest event is about the newest event the previous batch saw: from Spark's
+        # eventTime (watermarked queries) or from the previous batch's output rows.
+        oldest = hosted.newest_input if hosted.newest_input is not None else hosted.last_newest
+        request = BatchRequest(hosted.query.key, batch_id, rows, oldest)
         if self.gate is None or hosted.stopping:
             return Grant(hosted.query.key, batch_id, self.fixed_pool(hosted.query) or DEFAULT_BAND, 1, 0.0, 0.0, 0.0,
                          fail_open=self.gate is not None), 0.0
@@ -377,6 +382,9 @@ class QueryHost:
         hosted.input_rate = float(progress.inputRowsPerSecond or 0.0)
         hosted.processing_rate = float(progress.processedRowsPerSecond or 0.0)
         operators = progress.stateOperators or []
+        newest = (progress.eventTime or {}).get("max")
+        if newest:  # the newest *input* event (windowed output rows carry window ends instead)
+            hosted.newest_input = _epoch(newest)
         hosted.state_rows = sum(int(op.numRowsTotal or 0) for op in operators)
         hosted.state_bytes = sum(int(op.memoryUsedBytes or 0) for op in operators)
         labels = (hosted.query.tenant, hosted.query.key)
@@ -430,6 +438,13 @@ class QueryHost:
     def statuses(self) -> dict[str, dict[str, Any]]:
         self.refresh()
         return {key: self.status(key) for key in list(self.queries)}
+
+
+def _epoch(iso: str) -> float:
+    """Spark's progress timestamps ('2026-11-21T10:00:00.123Z') as epoch seconds."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def _reason(error: BaseException) -> str:
