@@ -54,7 +54,8 @@ def api() -> Any:
         try:
             config.load_incluster_config()
         except config.ConfigException:
-            config.load_kube_config()
+            # KUBECONFIG is read now, not when the client library was imported
+            config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
         _api = client.ApiClient()
     return _api
 
@@ -137,6 +138,13 @@ async def _healthy(url: str) -> bool:
 
 
 # ---------------------------------------------------------------- settings
+
+@kopf.on.login()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """In a pod: the service account; elsewhere: the kubeconfig KUBECONFIG names at start-up."""
+    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+
 
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:

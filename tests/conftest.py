@@ -18,6 +18,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from sluice.runtime.session import SessionConfig, build_session
 
     stop_session()
-    session = build_session(SessionConfig(master="local[2]", workdir=Path(tmp_path_factory.mktemp("spark"))))
+    # Spark loads spark.jars.packages only when its JVM starts (once per process), so every test
+    # session asks for the Kafka connector: whichever module starts the JVM, Kafka tests work.
+    session = build_session(SessionConfig(master="local[2]", kafka=True, workdir=Path(tmp_path_factory.mktemp("spark"))))
     yield session
     session.stop()

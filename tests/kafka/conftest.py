@@ -31,14 +31,12 @@ def topic(broker: KafkaBroker) -> str:
 
 
 @pytest.fixture(scope="module")
-def kafka_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from sluice.runtime.runner import stop_session
-    from sluice.runtime.session import SessionConfig, build_session, kafka_package
+def kafka_spark(spark: Any) -> Any:
+    """The shared session (it always carries the Kafka connector); fails in one sentence without it."""
+    from sluice.runtime.session import kafka_package
 
-    stop_session()
     try:
-        session = build_session(SessionConfig(master="local[2]", kafka=True, workdir=Path(tmp_path_factory.mktemp("spark"))))
-    except Exception as error:
-        pytest.fail(f"Spark's Kafka connector {kafka_package()} could not be resolved from Maven Central: {str(error).splitlines()[0][:300]}", pytrace=False)
-    yield session
-    session.stop()
+        spark._jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider")
+    except Exception:
+        pytest.fail(f"Spark's Kafka connector {kafka_package()} is not on the classpath: it could not be resolved from Maven Central.", pytrace=False)
+    return spark

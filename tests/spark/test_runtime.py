@@ -242,7 +242,9 @@ def test_restart_from_checkpoint_loses_nothing(spark: Any, host_factory: Any, tm
     write_rows(data, "b.json", [{"id": 50 + i, "user": "u", "amount": 1.0, "produced_at": iso(time.time())} for i in range(70)])
     second = host_factory(None, checkpoints)
     again = second.add(spec)
-    wait_for(lambda: again.output_rows == 70, what="the rows written while stopped")
+    # (if the stop fell between a batch's write and its commit, Spark replays that batch: the
+    # batch-id sink directories make the replay overwrite, never duplicate)
+    wait_for(lambda: again.output_rows >= 70, what="the rows written while stopped")
     ids = [r["id"] for r in spark.read.parquet(str(out)).select("id").collect()]
     assert sorted(ids) == list(range(120))  # every row exactly once across the restart
 
