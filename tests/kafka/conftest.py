@@ -35,8 +35,7 @@ def kafka_spark(spark: Any) -> Any:
     """The shared session (it always carries the Kafka connector); fails in one sentence without it."""
     from sluice.runtime.session import kafka_package
 
-    try:
-        spark._jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider")
-    except Exception:
+    jars = spark.sparkContext._jsc.sc().listJars().mkString(",")  # jars added by spark.jars.packages
+    if "spark-sql-kafka" not in jars:
         pytest.fail(f"Spark's Kafka connector {kafka_package()} is not on the classpath: it could not be resolved from Maven Central.", pytrace=False)
     return spark
