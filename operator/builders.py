@@ -84,8 +84,7 @@ def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
     }
 
 
-def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, token: str,
-                 operator_image: str | None = None) -> list[dict[str, Any]]:
+def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, token: str) -> list[dict[str, Any]]:
     """All objects a pool becomes; `token` is the control API's bearer token (a new one or the Secret's)."""
     name = base_name(model.metadata.name)
     sel = labels(model.metadata.name)

@@ -25,7 +25,8 @@ from sluice.api.manifest import ManifestErrors, load_query
 from sluice.api.query import KafkaSource, StreamingQuery
 from sluice.api.units import Duration
 
-from .latency import GRID, MASSES
+from .latency import MASSES
+from .latency import _quantile as quantile
 
 POLICIES = ("fifo", "fair", "cameo")
 
@@ -150,18 +151,6 @@ def _weighted(timeline: list[list[Any]], start: float, end: float) -> list[tuple
     return sorted(
         (lat, rows * m) for t, rows, lats in timeline if start <= t < end and rows > 0 for lat, m in zip(lats, MASSES, strict=False)
     )
-
-
-def quantile(sample: list[tuple[float, float]], q: float) -> float | None:
-    total = sum(w for _, w in sample)
-    if total <= 0:
-        return None
-    seen = 0.0
-    for value, weight in sample:
-        seen += weight
-        if seen >= q * total:
-            return value
-    return sample[-1][0]
 
 
 def summarize(runs: dict[str, list[dict[str, Any]]], scenario: Scenario, queries: list[StreamingQuery]) -> dict[str, Any]:
@@ -315,5 +304,3 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
     return {"summary": summary, "table": render_table(summary, queries), "ratios": ratios(summary, scenario, queries),
             "throughput": throughput_check(summary, queries), "scenario": scenario, "queries": queries}
 
-
-__all__ = ["GRID", "POLICIES", "ScenarioError", "load_scenario", "run"]

@@ -356,13 +356,12 @@ class QueryHost:
         labels = (query.tenant, query.key)
         self.metrics.batches.labels(*labels).inc()
         self.metrics.batch_seconds.labels(*labels).set(action)
-        now = self.clock()
-        p50, p99, att = hosted.window.quantile(0.5, now), hosted.window.quantile(0.99, now), hosted.window.attainment(now)
-        if p50 is not None and p99 is not None:
-            self.metrics.latency_p50.labels(*labels).set(p50)
-            self.metrics.latency_p99.labels(*labels).set(p99)
-        if att is not None:
-            self.metrics.attainment.labels(*labels).set(att)
+        summary = hosted.window.summary(self.clock())
+        if summary.p50 is not None and summary.p99 is not None:
+            self.metrics.latency_p50.labels(*labels).set(summary.p50)
+            self.metrics.latency_p99.labels(*labels).set(summary.p99)
+        if summary.attainment is not None:
+            self.metrics.attainment.labels(*labels).set(summary.attainment)
 
     def flush(self, key: str) -> None:
         """Send completions still held for the next request (at shutdown)."""
@@ -411,9 +410,8 @@ class QueryHost:
 
     def status(self, key: str) -> dict[str, Any]:
         hosted = self.queries[key]
-        now = self.clock()
-        p50, p99 = hosted.window.quantile(0.5, now), hosted.window.quantile(0.99, now)
-        maximum = hosted.window.maximum(now)
+        summary = hosted.window.summary(self.clock())
+        p50, p99, maximum = summary.p50, summary.p99, summary.maximum
         return {
             "phase": hosted.phase,
             "message": hosted.message,
@@ -421,7 +419,7 @@ class QueryHost:
             "p99_ms": None if p99 is None else round(p99 * 1000, 1),
             "max_ms": None if maximum is None else round(maximum * 1000, 1),
             "sla_ms": hosted.spec.latency_target * 1000,
-            "attainment": hosted.window.attainment(now),
+            "attainment": summary.attainment,
             "attainment_total": hosted.window.overall_attainment(),
             "rows": hosted.input_rows,
             "output_rows": hosted.output_rows,

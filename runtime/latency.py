@@ -42,6 +42,27 @@ def batch_latency(committed: float, rows: int, produced_quantiles: list[float]) 
     return BatchLatency(committed, rows, tuple(max(committed - t, 0.0) for t in produced_quantiles))
 
 
+@dataclass(frozen=True, slots=True)
+class Summary:
+    p50: float | None
+    p99: float | None
+    maximum: float | None
+    attainment: float | None
+
+
+def _quantile(sample: list[tuple[float, float]], q: float) -> float | None:
+    """Weighted quantile of a sorted (value, weight) sample."""
+    total = sum(w for _, w in sample)
+    if total <= 0:
+        return None
+    goal, seen = q * total, 0.0
+    for value, weight in sample:
+        seen += weight
+        if seen >= goal:
+            return value
+    return sample[-1][0]
+
+
 @dataclass
 class LatencyWindow:
     target: float
@@ -69,28 +90,21 @@ class LatencyWindow:
         )
 
     def quantile(self, q: float, now: float) -> float | None:
-        sample = self.sample(now)
-        total = sum(w for _, w in sample)
-        if total <= 0:
-            return None
-        goal, seen = q * total, 0.0
-        for latency, weight in sample:
-            seen += weight
-            if seen >= goal:
-                return latency
-        return sample[-1][0]
+        return _quantile(self.sample(now), q)
 
     def attainment(self, now: float) -> float | None:
         """Share of output rows in the window committed within the target."""
+        return self.summary(now).attainment
+
+    def summary(self, now: float) -> Summary:
+        """p50, p99, max and attainment from one pass over the window (one sort)."""
         sample = self.sample(now)
         total = sum(w for _, w in sample)
         if total <= 0:
-            return None
-        return sum(w for lat, w in sample if lat <= self.target) / total
+            return Summary(None, None, None, None)
+        within = sum(w for lat, w in sample if lat <= self.target)
+        return Summary(_quantile(sample, 0.5), _quantile(sample, 0.99), sample[-1][0], within / total)
 
     def overall_attainment(self) -> float | None:
         return None if self.all_rows == 0 else self.all_within / self.all_rows
 
-    def maximum(self, now: float) -> float | None:
-        sample = self.sample(now)
-        return sample[-1][0] if sample else None

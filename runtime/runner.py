@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import tempfile
 import threading
@@ -146,7 +145,3 @@ def live_table(statuses: dict[str, dict[str, Any]]) -> Any:
 def write_report(report: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2) + "\n")
-
-
-def cleanup(workdir: Path) -> None:
-    shutil.rmtree(workdir, ignore_errors=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,16 +23,10 @@ from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.server import ServerThread
 
-from .controlplane import ControlPlane
+from .controlplane import ControlPlane, free_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
 SYSTEM = "sluice-system"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 60, what: str = "condition") -> Any:
