@@ -41,8 +41,25 @@ class Quota(Model):
     """Weight under the fair policy."""
 
 
+_MIN_EXECUTORS, _MAX_EXECUTORS = 1, 4
+_MIN = f"(has(self.minExecutors) ? self.minExecutors : {_MIN_EXECUTORS})"
+_MAX = f"(has(self.maxExecutors) ? self.maxExecutors : {_MAX_EXECUTORS})"
+
+
 class StreamingPoolSpec(Model):
     """A shared Spark runtime and its rules of admission."""
+
+    # the same bounds as `_bounds` below, for the apiserver (`kubectl scale` too)
+    model_config = Model.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                {"rule": f"{_MIN} <= {_MAX}", "message": "minExecutors must be at most maxExecutors"},
+                {"rule": f"!has(self.executors) || ({_MIN} <= self.executors && self.executors <= {_MAX})",
+                 "message": "executors must lie within minExecutors..maxExecutors (default 1..4); "
+                            "scale within them or change the bounds"},
+            ]
+        }
+    }
 
     image: str = Field(default="ghcr.io/sluice-dev/sluice-runtime:0.1.0", min_length=1)
     """Container image of the runtime (Spark driver + executors) and scheduler sidecar."""
@@ -50,9 +67,9 @@ class StreamingPoolSpec(Model):
     """Executor pod shape."""
     driver: DriverShape = Field(default_factory=DriverShape)
     """Driver pod shape."""
-    minExecutors: int = Field(default=1, ge=0)
+    minExecutors: int = Field(default=_MIN_EXECUTORS, ge=0)
     """Fewest executors the autoscaler keeps."""
-    maxExecutors: int = Field(default=4, ge=1)
+    maxExecutors: int = Field(default=_MAX_EXECUTORS, ge=1)
     """Most executors the autoscaler may request."""
     executors: int | None = Field(default=None, ge=0)
     """Fixed executor count (set by `kubectl scale`); omitted: DS2 chooses within min..max."""

@@ -64,7 +64,9 @@ def executor_pod_template(model: StreamingPool) -> dict[str, Any]:
 def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
     name = base_name(model.metadata.name)
     executor = model.spec.executor
-    initial = model.spec.executors if model.spec.executors is not None else model.spec.minExecutors
+    # the runtime starts with minExecutors; the target (spec.executors, `kubectl scale`) goes
+    # through the control API, so scaling never changes the pod template and restarts the driver
+    initial = model.spec.minExecutors
     return {
         "spark.master": "k8s://https://kubernetes.default.svc",
         "spark.submit.deployMode": "client",
@@ -89,7 +91,7 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
     name = base_name(model.metadata.name)
     sel = labels(model.metadata.name)
     conf = spark_conf(model, namespace)
-    capacity = model.spec.executor.cores * max(model.spec.executors or model.spec.minExecutors, 1)
+    capacity = model.spec.executor.cores * max(model.spec.maxExecutors, 1)
     runtime_args = ["python", "-m", "sluice.runtime", "--port", str(CONTROL_PORT), "--token-file", "/etc/sluice-token/token",
                     "--scheduler", f"http://127.0.0.1:{SCHEDULER_PORT}", "--master", conf["spark.master"]]
     runtime_args += [arg for key, value in conf.items() if key != "spark.master" for arg in ("--conf", f"{key}={value}")]

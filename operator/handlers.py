@@ -196,19 +196,58 @@ async def reconcile_pool(body: kopf.Body, name: str, meta: kopf.Meta, patch: kop
         patch.status["conditions"] = conditions
         patch.status["observedGeneration"] = meta.get("generation")
         patch.status["policy"] = model.spec.policy
-        target = model.spec.executors if model.spec.executors is not None else model.spec.minExecutors
-        patch.status["executors"] = {"current": (body.get("status") or {}).get("executors", {}).get("current", 0), "target": target}
+        if healthy:
+            conditions = await _scale(body, name, model, token, url, conditions, meta.get("generation"), patch)
+        patch.status["conditions"] = conditions
         kopf.info(body, reason="Reconciled", message=f"runtime objects applied in {operator_namespace()} ({len(objects)} objects).")
     log.info("pool %s reconciled in %.2fs", name, time.perf_counter() - started)
 
 
-@kopf.timer(GROUP, VERSION, POOLS, interval=15, initial_delay=5)
+@kopf.timer(GROUP, VERSION, POOLS, interval=float(os.environ.get("SLUICE_POOL_SYNC_INTERVAL", "15")), initial_delay=5)
 async def sync_pool(body: kopf.Body, name: str, meta: kopf.Meta, patch: kopf.Patch, **_: Any) -> None:
     url = runtime_url(dict(body), operator_namespace())
     healthy = await _healthy(url)
     hosted = [q for q in await asyncio.to_thread(_queries) if q["spec"].get("pool") == name and is_admitted(q)]
     patch.status["phase"] = "Running" if healthy else "Pending"
     patch.status["queries"] = len(hosted)
+    token = await asyncio.to_thread(_read_token, name)
+    if healthy and token:
+        conditions = list((body.get("status") or {}).get("conditions") or [])
+        patch.status["conditions"] = await _scale(body, name, _pool_model(body), token, url, conditions,
+                                                  meta.get("generation"), patch)
+
+
+def executor_target(model: StreamingPool) -> int:
+    """The pool's executor count: `spec.executors` (kubectl scale) or else `minExecutors`."""
+    return model.spec.executors if model.spec.executors is not None else model.spec.minExecutors
+
+
+async def _scale(body: kopf.Body, name: str, model: StreamingPool, token: str, url: str,
+                 conditions: list[dict[str, Any]], generation: int | None, patch: kopf.Patch) -> list[dict[str, Any]]:
+    """Bring the runtime's executor target to the pool's, without restarting it; report current/target."""
+    target = executor_target(model)
+    previous = ((body.get("status") or {}).get("executors") or {}).get("current", 0)
+    patch.status["executors"] = {"current": previous, "target": target}
+    try:
+        code, answer = await _runtime("GET", f"{url}/v1/executors", token)
+        if code == 200 and answer.get("target") != target:
+            code, answer = await _runtime("PUT", f"{url}/v1/executors", token, {"target": target})
+            if code == 202:
+                kopf.info(body, reason="Scaling", message=f"asked the runtime for {target} executors.")
+                code, answer = await _runtime("GET", f"{url}/v1/executors", token)
+    except RuntimeUnreachable as error:
+        return set_condition(conditions, "Scaled", False, "RuntimeUnreachable",
+                             f"cannot reach the runtime at {url} ({error}); retrying.", _now(), generation)
+    if code not in (200, 202):
+        return set_condition(conditions, "Scaled", False, "ExecutorTargetRejected",
+                             f"the runtime refused a target of {target} executors: {answer.get('error', f'HTTP {code}')}",
+                             _now(), generation)
+    current = int(answer.get("current", previous))
+    patch.status["executors"] = {"current": current, "target": target}
+    metrics.executors(name, current, target)
+    done = current == target
+    return set_condition(conditions, "Scaled", done, "AtTarget" if done else "Scaling",
+                         f"{current} of {target} executors running.", _now(), generation)
 
 
 # ---------------------------------------------------------------- queries

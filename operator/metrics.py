@@ -14,6 +14,8 @@ RECONCILES = Counter("sluice_operator_reconciles_total", "Reconciliations.", ["k
 DURATION = Histogram("sluice_operator_reconcile_seconds", "Reconciliation time.", ["kind"])
 PHASES = Gauge("sluice_operator_query_phase", "1 for the phase each query is in.", ["tenant", "query", "phase"])
 ATTAINMENT = Gauge("sluice_operator_query_sla_attainment_ratio", "SLA attainment per query (from its runtime).", ["tenant", "query"])
+EXECUTORS = Gauge("sluice_operator_pool_executors", "Executors per pool: running now (current) and asked for (target).",
+                  ["pool", "state"])
 PHASE_NAMES = ("Pending", "Running", "Suspended", "Failed")
 
 _runner: web.AppRunner | None = None
@@ -40,6 +42,11 @@ def phase(tenant: str, query: str, current: str) -> None:
 
 def attainment(tenant: str, query: str, value: float) -> None:
     ATTAINMENT.labels(tenant, query).set(value)
+
+
+def executors(pool: str, current: int, target: int) -> None:
+    EXECUTORS.labels(pool, "current").set(current)
+    EXECUTORS.labels(pool, "target").set(target)
 
 
 def forget_query(tenant: str, query: str) -> None:

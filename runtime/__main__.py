@@ -16,6 +16,7 @@ from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.server import ServerThread
 
 from .control import make_control_app
+from .executors import ExecutorScaler
 from .host import QueryHost
 from .session import SessionConfig, build_session
 
@@ -43,6 +44,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--policy", default=os.environ.get("SLUICE_POLICY", "cameo"), help="for the in-process scheduler")
     parser.add_argument("--capacity", type=int, default=int(os.environ.get("SLUICE_CAPACITY", "2")))
     parser.add_argument("--workdir", default=os.environ.get("SLUICE_WORKDIR", "/tmp/sluice"))
+    parser.add_argument("--executor-grace", type=float, default=float(os.environ.get("SLUICE_EXECUTOR_GRACE", "30")),
+                        metavar="SECONDS", help="how long a surplus executor may finish its tasks before it is killed by force")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark settings")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -58,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     gate = (LocalScheduler(Scheduler(args.policy, capacity=args.capacity)) if args.scheduler == "inprocess"
             else SchedulerClient(args.scheduler))
     host = QueryHost(spark, workdir / "checkpoints", gate)
-    server = ServerThread(make_control_app(host, token), host=args.host, port=args.port).start()
+    server = ServerThread(make_control_app(host, token, executors=ExecutorScaler(spark, grace=args.executor_grace)), host=args.host, port=args.port).start()
     print(f"sluice runtime ({args.master}) control API on {server.url}", flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

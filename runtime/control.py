@@ -4,7 +4,8 @@
   DELETE /v1/queries/{namespace}/{name}          remove (checkpoint kept)
   POST   /v1/queries/{namespace}/{name}/suspend  {"suspend": true|false}
   GET    /v1/queries[/{namespace}/{name}]        status
-  GET    /v1/executors, PUT /v1/executors        {"target": N}: Spark's executor request API
+  GET    /v1/executors                           {"current", "target", "removing", "removed", "executors": [...]}
+  PUT    /v1/executors                           {"target": N}: request N; surplus executors drain (202)
   GET    /healthz, /metrics                      no token needed
 Spark calls block, so they run in a worker thread; bad input gets a 4xx with one sentence.
 """
@@ -23,6 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from sluice.api.manifest import ManifestErrors, load_query
 
+from .executors import ExecutorScaler, ExecutorTargetError
 from .host import QueryHost
 
 HOST = web.AppKey("host", QueryHost)
@@ -33,29 +35,9 @@ def _error(message: str, status: int) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
-class Executors:
-    """Spark's executor-request API through py4j (works with a cluster manager, not local[*])."""
-
-    def __init__(self, spark: Any) -> None:
-        self.spark = spark
-
-    def current(self) -> int:
-        status = self.spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
-        return max(int(status.size()) - 1, 0)  # the driver is listed too
-
-    def request(self, target: int) -> bool:
-        sc = self.spark.sparkContext._jsc.sc()
-        if sc.isLocal():
-            raise RuntimeError(
-                "executor targets need a cluster manager (Kubernetes or local-cluster); this runtime runs in local mode"
-            )
-        jvm = self.spark.sparkContext._jvm
-        no_locality = jvm.PythonUtils.toScalaMap(jvm.java.util.HashMap())
-        return bool(sc.requestTotalExecutors(target, 0, no_locality))
-
-
-def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = REGISTRY) -> web.Application:
-    executors = Executors(host.spark)
+def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = REGISTRY,
+                     executors: ExecutorScaler | None = None) -> web.Application:
+    executors = executors or ExecutorScaler(host.spark)
 
     @web.middleware
     async def auth(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
@@ -121,7 +103,10 @@ def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = 
         return web.json_response({"query": key, **host.status(key)})
 
     async def get_executors(request: web.Request) -> web.Response:
-        return web.json_response({"current": await blocking(executors.current)})
+        try:
+            return web.json_response(await blocking(executors.state))
+        except (ExecutorTargetError, OSError) as error:
+            return _error(f"cannot list executors: {error}", 503)
 
     async def put_executors(request: web.Request) -> web.Response:
         try:
@@ -131,10 +116,11 @@ def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = 
         if not isinstance(target, int) or isinstance(target, bool) or target < 0:
             return _error("target must be a whole number of executors, 0 or more", 400)
         try:
-            accepted = await blocking(lambda: executors.request(target))
-        except RuntimeError as error:
+            accepted = await blocking(lambda: executors.set_target(target))
+        except ExecutorTargetError as error:
             return _error(str(error), 409)
-        return web.json_response({"target": target, "accepted": accepted})
+        # 202: Spark starts executors, and surplus ones drain, in the background (GET shows progress)
+        return web.json_response({"target": target, "accepted": accepted}, status=202)
 
     async def healthz(request: web.Request) -> web.Response:
         return web.json_response({"ok": True, "queries": len(host.queries)})
@@ -156,4 +142,9 @@ def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = 
         web.get("/metrics", metrics),
     ])
     app[HOST] = host
+
+    async def stop_scaler(app: web.Application) -> None:
+        executors.stop()
+
+    app.on_cleanup.append(stop_scaler)
     return app

@@ -212,3 +212,21 @@ def test_operator_restart_converges_without_duplicates(world: World) -> None:
     assert len(deployments["items"]) == 1
     keys = [k for k in world.host.queries if k.startswith("team-a/")]
     assert len(keys) == len(set(keys)) and "team-a/fast" in keys
+
+
+def test_kubectl_scale_reaches_the_runtime_without_restarting_the_driver(world: World) -> None:
+    def template() -> tuple[int, str]:
+        deployment = json.loads(world.plane.kubectl("get", "deployment", "sluice-pool-shared", "-n", SYSTEM, "-o", "json").stdout)
+        return deployment["metadata"]["generation"], json.dumps(deployment["spec"]["template"], sort_keys=True)
+
+    before = template()
+    world.plane.kubectl("scale", "sp", "shared", "--replicas", "3")
+    # the loopback runtime runs Spark in local mode, which has no executors to request: the
+    # operator still asks it and reports the runtime's refusal (real scaling: tests/spark/test_executors.py)
+    scaled = wait_for(lambda: (c := condition(world.get("sp", "shared"), "Scaled")) and c["reason"] == "ExecutorTargetRejected" and c,
+                      what="the runtime's answer in the Scaled condition")
+    assert scaled["status"] == "False" and "target of 3 executors" in scaled["message"] and "local mode" in scaled["message"]
+    assert world.get("sp", "shared")["status"]["executors"]["target"] == 3  # type: ignore[index]
+    assert template() == before  # the driver Deployment did not change, so nothing restarted
+    refused = world.plane.kubectl("scale", "sp", "shared", "--replicas", "9", check=False)
+    assert refused.returncode != 0 and "maxExecutors" in refused.stderr

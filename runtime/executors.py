@@ -1,0 +1,228 @@
+"""Executor targets: grow through Spark's request API, shrink by draining chosen executors.
+
+Growing is one call: `SparkContext.requestTotalExecutors(n)`; the cluster manager (Kubernetes,
+or standalone in `local-cluster` mode) starts the missing executors. Shrinking needs more,
+because lowering the request never stops a running executor: the runtime picks victims and
+kills them through the scheduler backend (py4j), keeping the lowered request so nothing
+replaces them.
+
+Which executors go (`victims`, pure): idle ones first (no running task, so no batch loses
+work), then those holding the fewest cached blocks, then the newest (older executors have warm
+JITs and loaded state stores). Kills are graceful for `grace` seconds: Spark itself refuses to
+kill an executor that is running a task (`force=False`), so a victim goes between two
+micro-batches. After `grace` seconds the rest are killed by force; their running tasks are
+retried elsewhere and state reloads from the checkpoint (slower batch, nothing lost).
+
+`plan` is pure (executors, target, now in, one step out); `ExecutorScaler` is the thin shell:
+the list comes from Spark's status REST API, the kills from a background thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+log = logging.getLogger("sluice.runtime.executors")
+
+
+class ExecutorTargetError(RuntimeError):
+    """This runtime cannot take executor targets (local mode, dynamic allocation, no status API)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorView:
+    id: str
+    active_tasks: int
+    added_at: float
+    """Epoch seconds."""
+    cached_blocks: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    kill: tuple[str, ...] = ()
+    force: bool = False
+
+
+def parse_executors(rows: list[dict[str, Any]]) -> list[ExecutorView]:
+    """Live executors (not the driver) from /api/v1/applications/<app>/executors."""
+    out = []
+    for row in rows:
+        if row.get("id") == "driver" or not row.get("isActive", True):
+            continue
+        out.append(ExecutorView(str(row["id"]), int(row.get("activeTasks", 0)), _epoch(row.get("addTime")),
+                                int(row.get("rddBlocks", 0))))
+    return out
+
+
+def victims(executors: list[ExecutorView], count: int) -> list[str]:
+    """The `count` executors to remove: idle first, then fewest cached blocks, then newest."""
+    ranked = sorted(executors, key=lambda e: (e.active_tasks > 0, e.cached_blocks, -e.added_at, e.id))
+    return [e.id for e in ranked[:max(count, 0)]]
+
+
+def plan(executors: list[ExecutorView], target: int, removing: frozenset[str], since: float, now: float,
+         grace: float) -> Step:
+    """One scale-down step: which executors to kill now and whether by force.
+
+    `removing` are kills already under way (they stay listed until Spark notices them gone);
+    `since` is when the current target was set. Victims go gracefully until `grace` has passed.
+    """
+    staying = [e for e in executors if e.id not in removing]
+    surplus = len(staying) - target
+    if surplus <= 0:
+        return Step()
+    force = now - since >= grace
+    chosen = victims(staying, surplus)
+    if not force:
+        chosen = [i for i in chosen if not _busy(staying, i)]
+    return Step(tuple(chosen), force)
+
+
+def _busy(executors: list[ExecutorView], executor_id: str) -> bool:
+    return any(e.id == executor_id and e.active_tasks > 0 for e in executors)
+
+
+def _epoch(text: Any) -> float:
+    if not text:
+        return 0.0
+    try:
+        return datetime.fromisoformat(str(text).replace("GMT", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+@dataclass
+class _Target:
+    value: int
+    since: float
+    removing: set[str] = field(default_factory=set)
+    killed: list[str] = field(default_factory=list)
+
+
+class ExecutorScaler:
+    """Sets a Spark application's executor count; shrinking drains in a background thread."""
+
+    def __init__(self, spark: Any, grace: float = 30.0, interval: float = 0.5,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.spark = spark
+        self.grace = grace
+        self.interval = interval
+        self.clock = clock
+        self._target: _Target | None = None
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ reading
+
+    def _url(self) -> str:
+        sc = self.spark.sparkContext
+        if not sc.uiWebUrl:
+            raise ExecutorTargetError("executor targets read Spark's status API; leave spark.ui.enabled on")
+        return f"{sc.uiWebUrl.rstrip('/')}/api/v1/applications/{sc.applicationId}/executors"
+
+    def executors(self) -> list[ExecutorView]:
+        with urllib.request.urlopen(self._url(), timeout=5) as response:
+            return parse_executors(json.loads(response.read()))
+
+    def state(self) -> dict[str, Any]:
+        executors = self.executors()
+        listed = {e.id for e in executors}
+        with self._lock:
+            target = self._target
+            return {
+                "current": len(executors),
+                "target": target.value if target else None,
+                "removing": sorted(target.removing & listed) if target else [],
+                "removed": list(target.killed) if target else [],
+                "executors": [{"id": e.id, "activeTasks": e.active_tasks} for e in executors],
+            }
+
+    # ------------------------------------------------------------------ writing
+
+    def check(self) -> None:
+        """Raise ExecutorTargetError with one sentence if this application cannot take targets."""
+        sc = self.spark.sparkContext
+        if sc._jsc.sc().isLocal():
+            raise ExecutorTargetError(
+                "executor targets need a cluster manager (Kubernetes or local-cluster); this runtime runs in local mode")
+        if sc.getConf().get("spark.dynamicAllocation.enabled", "false").lower() == "true":
+            raise ExecutorTargetError(
+                "spark.dynamicAllocation.enabled is true, so Spark's allocation manager owns the executor count; "
+                "turn it off to set targets")
+        self._url()
+
+    def set_target(self, target: int) -> bool:
+        """Ask for `target` executors; surplus ones are drained in the background. Returns Spark's answer."""
+        if target < 0:
+            raise ValueError("target must be a whole number of executors, 0 or more")
+        self.check()
+        sc = self.spark.sparkContext
+        jvm = sc._jvm
+        no_locality = jvm.PythonUtils.toScalaMap(jvm.java.util.HashMap())
+        accepted = bool(sc._jsc.sc().requestTotalExecutors(target, 0, no_locality))
+        with self._lock:
+            removing = self._target.removing if self._target else set()
+            self._target = _Target(target, self.clock(), removing)
+        self._ensure_thread()
+        self._wake.set()
+        return accepted
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="sluice-executors", daemon=True)
+            self._thread.start()
+
+    def step(self) -> Step:
+        """List executors, forget finished kills, and carry out one planned step."""
+        executors = self.executors()
+        listed = {e.id for e in executors}
+        with self._lock:
+            target = self._target
+            if target is None:
+                return Step()
+            target.removing &= listed
+            decision = plan(executors, target.value, frozenset(target.removing), target.since, self.clock(), self.grace)
+        if not decision.kill:
+            return decision
+        sc = self.spark.sparkContext
+        backend = sc._jsc.sc().schedulerBackend()
+        # adjustTargetNumExecutors=False: the request already says `target`; countFailures=False
+        killed = backend.killExecutors(sc._jvm.PythonUtils.toSeq(list(decision.kill)), False, False, decision.force)
+        done = [str(killed.apply(i)) for i in range(killed.size())]
+        with self._lock:
+            target.removing.update(done)
+            target.killed.extend(done)
+        if done:
+            log.info("killing executors %s (%s) toward a target of %d", ", ".join(done),
+                     "forced" if decision.force else "idle", target.value)
+        return Step(tuple(done), decision.force)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.step()
+            except (OSError, ValueError) as error:  # the UI may be restarting; try again next round
+                log.debug("executor step: %s", error)
+            except Exception as error:  # py4j: the context is stopping
+                log.info("executor step stopped: %s", error)
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)

@@ -1,0 +1,148 @@
+"""Executor targets on real Spark in local-cluster mode (a standalone master and workers in-process,
+executors as real JVMs): the control API grows the application through requestTotalExecutors and
+shrinks it by draining executors through the scheduler backend, while a stateful query keeps
+running and loses nothing."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.runtime.control import make_control_app
+from sluice.runtime.executors import ExecutorScaler
+from sluice.runtime.host import QueryHost
+from sluice.scheduler.core import Scheduler
+from sluice.scheduler.local import LocalScheduler
+from sluice.scheduler.server import ServerThread
+
+from .test_control_api import call
+from .test_runtime import files_source, iso, query, wait_for, write_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture(scope="module")
+def cluster_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Two workers with one core each: the application starts with two executors."""
+    from sluice.runtime.runner import stop_session
+    from sluice.runtime.session import SessionConfig, build_session
+
+    stop_session()
+    session = build_session(SessionConfig(
+        master="local-cluster[2,1,1024]", kafka=True, workdir=Path(tmp_path_factory.mktemp("cluster")),
+        extra={"spark.executor.memory": "512m"},
+    ))
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def api(cluster_spark: Any, tmp_path: Path) -> Iterator[tuple[str, QueryHost, ExecutorScaler]]:
+    host = QueryHost(cluster_spark, tmp_path / "ck", LocalScheduler(Scheduler("cameo", capacity=2)))
+    scaler = ExecutorScaler(cluster_spark, grace=20.0, interval=0.25)
+    server = ServerThread(make_control_app(host, TOKEN, executors=scaler)).start()
+    try:
+        yield server.url, host, scaler
+    finally:
+        server.stop()
+        host.stop_all()
+
+
+def executors(url: str) -> dict[str, Any]:
+    code, body = call(f"{url}/v1/executors", "GET", token=TOKEN)
+    assert code == 200, body
+    return body
+
+
+def test_scale_down_drains_and_scale_up_adds_while_a_stateful_query_runs(api: Any, tmp_path: Path) -> None:
+    url, host, _ = api
+    wait_for(lambda: executors(url)["current"] == 2, timeout=60, what="the two starting executors")
+    data = tmp_path / "in"
+    counts = host.add(query("counts", "t", files_source(data), [{"groupBy": ["user"]}, {"aggregate": [{"fn": "count", "name": "n"}]}]))
+    written = 0
+
+    def write(round_: int) -> None:
+        nonlocal written
+        rows = [{"id": written + i, "user": f"u{i % 3}", "amount": 1.0, "produced_at": iso(time.time())} for i in range(30)]
+        write_rows(data, f"r{round_}.json", rows)
+        written += len(rows)
+
+    def latest() -> dict[str, int]:
+        out: dict[str, int] = {}
+        for row in counts.memory:  # update mode: each batch carries the changed groups' new counts
+            out[row["user"]] = row["n"]
+        return out
+
+    write(0)
+    wait_for(lambda: sum(latest().values()) == written, what="the first round's counts")
+
+    # shrink to one: an idle executor is drained (Spark refuses to kill a busy one without force)
+    code, body = call(f"{url}/v1/executors", "PUT", {"target": 1}, token=TOKEN)
+    assert code == 202 and body["target"] == 1
+    started = time.monotonic()
+    wait_for(lambda: executors(url)["current"] == 1, timeout=60, what="the application to shrink to one executor")
+    shrink_seconds = time.monotonic() - started
+    state = executors(url)
+    assert state["target"] == 1 and len(state["removed"]) == 1 and state["removing"] == []
+    removed = state["removed"][0]
+    assert removed not in {e["id"] for e in state["executors"]}
+    write(1)
+    wait_for(lambda: sum(latest().values()) == written, what="counts after the shrink")
+    time.sleep(3)  # the lowered request stands: nothing replaces the removed executor
+    assert executors(url)["current"] == 1
+
+    # grow back to two: the cluster manager starts a new executor
+    code, _ = call(f"{url}/v1/executors", "PUT", {"target": 2}, token=TOKEN)
+    assert code == 202
+    wait_for(lambda: executors(url)["current"] == 2, timeout=60, what="a new executor")
+    ids = {e["id"] for e in executors(url)["executors"]}
+    assert removed not in ids and len(ids) == 2
+    write(2)
+    wait_for(lambda: sum(latest().values()) == written, what="counts after the growth")
+
+    # the state survived both changes: every row counted exactly once per user
+    assert latest() == {f"u{k}": sum(1 for i in range(written) if (i % 30) % 3 == k) for k in range(3)}
+    assert counts.phase == "Running" and not counts.message
+    print(f"shrink took {shrink_seconds:.1f}s")
+
+
+def test_after_the_grace_a_busy_executor_is_killed_by_force_and_its_tasks_rerun(api: Any, cluster_spark: Any) -> None:
+    url, _, scaler = api
+
+    def slow_partition(rows: Any) -> Any:  # nested, so it is shipped by value to the executors
+        import time as t
+
+        t.sleep(6)
+        return [sum(rows)]
+
+    code, _ = call(f"{url}/v1/executors", "PUT", {"target": 2}, token=TOKEN)
+    assert code == 202
+    wait_for(lambda: executors(url)["current"] == 2, timeout=60, what="two executors")
+    result: list[int] = []
+    job = threading.Thread(target=lambda: result.extend(
+        cluster_spark.sparkContext.parallelize(range(100), 2).mapPartitions(slow_partition).collect()))
+    job.start()
+    wait_for(lambda: all(e["activeTasks"] > 0 for e in executors(url)["executors"]), timeout=30, what="both executors busy")
+    scaler.grace = 1.0
+    code, _ = call(f"{url}/v1/executors", "PUT", {"target": 1}, token=TOKEN)
+    assert code == 202
+    wait_for(lambda: len(executors(url)["removed"]) == 1, timeout=5, what="a forced kill after the grace")
+    assert job.is_alive()  # the kill came while the tasks were still running
+    job.join(timeout=60)
+    assert sum(result) == sum(range(100))  # the lost task ran again on the executor that stayed
+    wait_for(lambda: executors(url)["current"] == 1, timeout=30, what="one executor")
+
+
+def test_bad_targets_get_one_sentence(api: Any) -> None:
+    url, _, _ = api
+    code, body = call(f"{url}/v1/executors", "PUT", {"target": "two"}, token=TOKEN)
+    assert code == 400 and "whole number" in body["error"]
+    code, body = call(f"{url}/v1/executors", "PUT", b"{", token=TOKEN)
+    assert code == 400 and "body" in body["error"]
+    assert call(f"{url}/v1/executors", "GET", token=None)[0] == 401

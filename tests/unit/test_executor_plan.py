@@ -1,0 +1,67 @@
+"""The pure scale-down planner: which executors go, when by force."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sluice.runtime.executors import ExecutorView, Step, parse_executors, plan, victims
+
+
+def ex(id_: str, tasks: int = 0, added: float = 0.0, blocks: int = 0) -> ExecutorView:
+    return ExecutorView(id_, tasks, added, blocks)
+
+
+def test_idle_then_fewest_cached_blocks_then_newest() -> None:
+    pool = [ex("old-idle", 0, 10.0), ex("busy", 3, 50.0), ex("new-idle", 0, 40.0), ex("cached", 0, 60.0, blocks=5)]
+    assert victims(pool, 1) == ["new-idle"]
+    assert victims(pool, 2) == ["new-idle", "old-idle"]
+    assert victims(pool, 3) == ["new-idle", "old-idle", "cached"]
+    assert victims(pool, 4)[-1] == "busy"
+    assert victims(pool, 0) == [] and victims(pool, -1) == []
+
+
+def test_within_the_grace_busy_victims_wait_and_after_it_they_go_by_force() -> None:
+    pool = [ex("a", 2, 1.0), ex("b", 1, 2.0), ex("c", 0, 3.0)]
+    assert plan(pool, 1, frozenset(), since=100.0, now=105.0, grace=30.0) == Step(("c",), False)
+    assert plan(pool, 1, frozenset({"c"}), since=100.0, now=110.0, grace=30.0) == Step((), False)
+    late = plan(pool, 1, frozenset({"c"}), since=100.0, now=130.0, grace=30.0)
+    assert late.force and len(late.kill) == 1 and late.kill[0] in {"a", "b"}
+
+
+def test_nothing_to_do_at_or_below_target_and_kills_under_way_count_as_gone() -> None:
+    pool = [ex("a"), ex("b")]
+    assert plan(pool, 2, frozenset(), 0.0, 100.0, 1.0) == Step()
+    assert plan(pool, 5, frozenset(), 0.0, 100.0, 1.0) == Step()
+    assert plan(pool, 1, frozenset({"a"}), 0.0, 100.0, 1.0) == Step()  # "a" is already going
+
+
+executors = st.lists(
+    st.builds(ExecutorView, st.uuids().map(str), st.integers(0, 4), st.floats(0, 1e6), st.integers(0, 3)),
+    max_size=12, unique_by=lambda e: e.id,
+)
+
+
+@given(executors, st.integers(0, 12), st.floats(0, 100), st.floats(0, 100))
+def test_never_more_than_the_surplus_and_never_a_busy_one_before_the_grace(
+    pool: list[ExecutorView], target: int, elapsed: float, grace: float
+) -> None:
+    step = plan(pool, target, frozenset(), since=0.0, now=elapsed, grace=grace)
+    surplus = max(len(pool) - target, 0)
+    assert len(step.kill) <= surplus and len(set(step.kill)) == len(step.kill)
+    busy = {e.id for e in pool if e.active_tasks > 0}
+    if elapsed < grace:
+        assert not step.force and not busy & set(step.kill)
+        assert len(step.kill) == min(surplus, len(pool) - len(busy))
+    else:
+        assert len(step.kill) == surplus
+
+
+def test_parse_the_status_api_list() -> None:
+    rows = [
+        {"id": "driver", "isActive": True, "activeTasks": 0, "addTime": "2026-11-21T10:00:00.000GMT"},
+        {"id": "1", "isActive": True, "activeTasks": 2, "addTime": "2026-11-21T10:00:05.500GMT", "rddBlocks": 3},
+        {"id": "0", "isActive": False, "activeTasks": 0, "addTime": "2026-11-21T10:00:01.000GMT"},
+    ]
+    [one] = parse_executors(rows)
+    assert one == ExecutorView("1", 2, 1795255205.5, 3)
