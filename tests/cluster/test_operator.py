@@ -223,9 +223,9 @@ def test_kubectl_scale_reaches_the_runtime_without_restarting_the_driver(world: 
     world.plane.kubectl("scale", "sp", "shared", "--replicas", "3")
     # the loopback runtime runs Spark in local mode, which has no executors to request: the
     # operator still asks it and reports the runtime's refusal (real scaling: tests/spark/test_executors.py)
-    scaled = wait_for(lambda: (c := condition(world.get("sp", "shared"), "Scaled")) and c["reason"] == "ExecutorTargetRejected" and c,
-                      what="the runtime's answer in the Scaled condition")
-    assert scaled["status"] == "False" and "target of 3 executors" in scaled["message"] and "local mode" in scaled["message"]
+    scaled = wait_for(lambda: (c := condition(world.get("sp", "shared"), "Scaled")) and "target of 3 executors" in c["message"] and c,
+                      what="the runtime's answer to the new target in the Scaled condition")
+    assert scaled["status"] == "False" and scaled["reason"] == "ExecutorTargetRejected" and "local mode" in scaled["message"]
     assert world.get("sp", "shared")["status"]["executors"]["target"] == 3  # type: ignore[index]
     assert template() == before  # the driver Deployment did not change, so nothing restarted
     refused = world.plane.kubectl("scale", "sp", "shared", "--replicas", "9", check=False)
