@@ -24,6 +24,7 @@ from sluice.api.pool import StreamingPool
 
 from . import metrics
 from .admission import admit, is_admitted, set_condition
+from .autoscaler import Bounds, QueryLoad, decide
 from .builders import base_name, pool_objects, runtime_url
 
 GROUP, VERSION = "sluice.dev", "v1alpha1"
@@ -217,15 +218,49 @@ async def sync_pool(body: kopf.Body, name: str, meta: kopf.Meta, patch: kopf.Pat
                                                   meta.get("generation"), patch)
 
 
-def executor_target(model: StreamingPool) -> int:
-    """The pool's executor count: `spec.executors` (kubectl scale) or else `minExecutors`."""
-    return model.spec.executors if model.spec.executors is not None else model.spec.minExecutors
+def _bounds(model: StreamingPool) -> Bounds:
+    return Bounds(model.spec.minExecutors, model.spec.maxExecutors, model.spec.executor.cores,
+                  utilization=float(os.environ.get("SLUICE_DS2_UTILIZATION", "0.7")),
+                  cooldown=float(os.environ.get("SLUICE_DS2_COOLDOWN", "120")))
+
+
+def _loads(queries: dict[str, Any]) -> list[QueryLoad]:
+    """The runtime's per-query input rates and measured useful task time, as DS2's observations."""
+    out = []
+    for key, status in queries.items():
+        load = status.get("load") or {}
+        out.append(QueryLoad(key, float(status.get("input_rate") or 0.0), float(load.get("rows") or 0.0),
+                             float(load.get("usefulSeconds") or 0.0)))
+    return out
+
+
+async def _target(body: kopf.Body, model: StreamingPool, url: str, token: str, patch: kopf.Patch) -> tuple[int, str]:
+    """The executor target: `spec.executors` if set (kubectl scale), else DS2's decision; and why."""
+    if model.spec.executors is not None:
+        return model.spec.executors, "spec.executors is set."
+    status = body.get("status") or {}
+    current = int((status.get("executors") or {}).get("target") or model.spec.minExecutors)
+    code, answer = await _runtime("GET", f"{url}/v1/queries", token)
+    if code != 200:
+        return current, f"no measurements from the runtime (HTTP {code}); keeping {current}."
+    last = (status.get("lastScalingDecision") or {}).get("time")
+    last_change = datetime.fromisoformat(last).timestamp() if last else None
+    decision = decide(_loads(answer.get("queries") or {}), current, _bounds(model), time.time(), last_change)
+    if decision.changes(current):
+        patch.status["lastScalingDecision"] = {"time": _now(), "fromExecutors": current, "toExecutors": decision.target,
+                                               "reason": decision.reason}
+        kopf.info(body, reason="Autoscaled", message=f"DS2: {decision.reason}")
+    return decision.target, f"DS2: {decision.reason}"
 
 
 async def _scale(body: kopf.Body, name: str, model: StreamingPool, token: str, url: str,
                  conditions: list[dict[str, Any]], generation: int | None, patch: kopf.Patch) -> list[dict[str, Any]]:
     """Bring the runtime's executor target to the pool's, without restarting it; report current/target."""
-    target = executor_target(model)
+    try:
+        target, why = await _target(body, model, url, token, patch)
+    except RuntimeUnreachable as error:
+        return set_condition(conditions, "Scaled", False, "RuntimeUnreachable",
+                             f"cannot reach the runtime at {url} ({error}); retrying.", _now(), generation)
     previous = ((body.get("status") or {}).get("executors") or {}).get("current", 0)
     patch.status["executors"] = {"current": previous, "target": target}
     try:
@@ -247,7 +282,7 @@ async def _scale(body: kopf.Body, name: str, model: StreamingPool, token: str, u
     metrics.executors(name, current, target)
     done = current == target
     return set_condition(conditions, "Scaled", done, "AtTarget" if done else "Scaling",
-                         f"{current} of {target} executors running.", _now(), generation)
+                         f"{current} of {target} executors running; {why}", _now(), generation)
 
 
 # ---------------------------------------------------------------- queries

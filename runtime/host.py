@@ -91,6 +91,9 @@ class Metrics:
                 metric.remove(tenant, key)
 
 
+LOAD_BATCHES = 32
+
+
 @dataclass
 class HostedQuery:
     query: StreamingQuery
@@ -122,6 +125,20 @@ class HostedQuery:
     retry_at: float = 0.0
     newest_input: float | None = None
     """Newest input event time Spark reported (queries with a watermark)."""
+    load: dict[int, list[float]] = field(default_factory=dict)
+    """batch id -> [input rows, useful task seconds] for the latest batches (DS2's true rate)."""
+
+    def note_load(self, batch_id: int, rows: float = 0.0, useful: float = 0.0) -> None:
+        entry = self.load.setdefault(batch_id, [0.0, 0.0])
+        entry[0] += rows
+        entry[1] += useful
+        while len(self.load) > LOAD_BATCHES:
+            del self.load[min(self.load)]
+
+    def measured_load(self) -> dict[str, float]:
+        """Input rows and useful task seconds summed over recent batches that have both."""
+        done = [(rows, useful) for rows, useful in list(self.load.values()) if rows > 0 and useful > 0]
+        return {"batches": len(done), "rows": sum(r for r, _ in done), "usefulSeconds": round(sum(u for _, u in done), 4)}
 
 
 class QueryHost:
@@ -378,6 +395,7 @@ class QueryHost:
             return
         rows = int(progress.numInputRows or 0)
         hosted.input_rows += rows
+        hosted.note_load(int(progress.batchId), rows=rows)
         hosted.input_rate = float(progress.inputRowsPerSecond or 0.0)
         hosted.processing_rate = float(progress.processedRowsPerSecond or 0.0)
         operators = progress.stateOperators or []
@@ -407,6 +425,7 @@ class QueryHost:
                 hosted.stages, hosted.stages_batch = {}, stage.batch_id
             name = f"{stage.stage_id}:{stage.name.split(' at ')[0]}"
             hosted.stages[name] = round(stage.useful_seconds, 4)
+            hosted.note_load(stage.batch_id, useful=stage.useful_seconds)
 
     def status(self, key: str) -> dict[str, Any]:
         hosted = self.queries[key]
@@ -431,6 +450,7 @@ class QueryHost:
             "scheduler": hosted.gate_mode if self.gate is not None else "ungated",
             "bands": dict(hosted.bands),
             "stages": {"batch": hosted.stages_batch, "usefulSeconds": dict(hosted.stages)},
+            "load": hosted.measured_load(),
         }
 
     def statuses(self) -> dict[str, dict[str, Any]]:

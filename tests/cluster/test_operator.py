@@ -97,7 +97,7 @@ def world(crds_installed: ControlPlane, spark: Any, tmp_path_factory: pytest.Tem
     for ns in (SYSTEM, "team-a", "team-b", "team-c"):
         crds_installed.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
     env = {"KUBECONFIG": str(crds_installed.kubeconfig), "SLUICE_NAMESPACE": SYSTEM, "SLUICE_METRICS_PORT": str(free_port()),
-           "SLUICE_STATUS_INTERVAL": "2"}
+           "SLUICE_STATUS_INTERVAL": "2", "SLUICE_POOL_SYNC_INTERVAL": "2"}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     host = QueryHost(spark, Path(tmp_path_factory.mktemp("ck")), LocalScheduler(Scheduler("cameo", capacity=2)))
@@ -230,3 +230,29 @@ def test_kubectl_scale_reaches_the_runtime_without_restarting_the_driver(world: 
     assert template() == before  # the driver Deployment did not change, so nothing restarted
     refused = world.plane.kubectl("scale", "sp", "shared", "--replicas", "9", check=False)
     assert refused.returncode != 0 and "maxExecutors" in refused.stderr
+
+
+def test_ds2_sizes_a_pool_without_a_fixed_count_from_measured_rates(world: World) -> None:
+    """The loopback runtime's real measurements (input rates, useful task seconds from Spark's
+    status API) drive the decision; a tiny utilization target turns team-a/fast's small load
+    into more executors than the pool allows, so the decision is capped and says so."""
+    world.apply(query("measured", "team-a"))
+    status = wait_for(lambda: (world.host.queries.get("team-a/measured") and
+                               (s := world.host.status("team-a/measured"))["load"]["batches"] >= 2 and s),
+                      timeout=90, what="useful task seconds measured for a query")
+    assert status["load"]["usefulSeconds"] > 0 and status["load"]["rows"] > 0
+    os.environ["SLUICE_DS2_UTILIZATION"] = "0.0001"
+    try:
+        port = free_port()
+        world.apply(pool("auto", port, minExecutors=1, maxExecutors=3))
+        world.serve_pool_runtime("auto", port)
+        decision = wait_for(lambda: ((world.get("sp", "auto") or {}).get("status") or {}).get("lastScalingDecision"),
+                            timeout=60, what="a DS2 decision in status")
+    finally:
+        os.environ.pop("SLUICE_DS2_UTILIZATION")
+    assert decision["fromExecutors"] == 1 and decision["toExecutors"] == 3
+    assert "capped at maxExecutors 3" in decision["reason"] and "growing from 1" in decision["reason"]
+    body = world.get("sp", "auto")
+    assert body["status"]["executors"]["target"] == 3  # type: ignore[index]
+    events = world.plane.kubectl("get", "events", "-A", "--field-selector", "involvedObject.name=auto").stdout
+    assert "Autoscaled" in events
