@@ -218,10 +218,28 @@ async def sync_pool(body: kopf.Body, name: str, meta: kopf.Meta, patch: kopf.Pat
                                                   meta.get("generation"), patch)
 
 
+def ds2_settings() -> tuple[float, float]:
+    """(utilization, cooldown seconds) from SLUICE_DS2_UTILIZATION / SLUICE_DS2_COOLDOWN."""
+    raw_u, raw_c = os.environ.get("SLUICE_DS2_UTILIZATION", "0.7"), os.environ.get("SLUICE_DS2_COOLDOWN", "120")
+    try:
+        utilization = float(raw_u)
+    except ValueError:
+        utilization = -1.0
+    if not 0 < utilization <= 1:
+        raise ValueError(f"SLUICE_DS2_UTILIZATION is {raw_u!r}; set a number above 0 and at most 1, such as 0.7")
+    try:
+        cooldown = float(raw_c)
+    except ValueError:
+        cooldown = -1.0
+    if not 0 <= cooldown < float("inf"):
+        raise ValueError(f"SLUICE_DS2_COOLDOWN is {raw_c!r}; set a number of seconds, 0 or more, such as 120")
+    return utilization, cooldown
+
+
 def _bounds(model: StreamingPool) -> Bounds:
+    utilization, cooldown = ds2_settings()
     return Bounds(model.spec.minExecutors, model.spec.maxExecutors, model.spec.executor.cores,
-                  utilization=float(os.environ.get("SLUICE_DS2_UTILIZATION", "0.7")),
-                  cooldown=float(os.environ.get("SLUICE_DS2_COOLDOWN", "120")))
+                  utilization=utilization, cooldown=cooldown)
 
 
 def _loads(queries: dict[str, Any]) -> list[QueryLoad]:

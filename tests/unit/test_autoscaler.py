@@ -57,3 +57,19 @@ def test_within_bounds_and_more_load_never_means_fewer_executors(loads: list[Que
     assert BOUNDS.min_executors <= base.target <= BOUNDS.max_executors or base.target == current
     busier = [QueryLoad(q.query, q.input_rate * factor, q.rows, q.useful_seconds) for q in loads]
     assert decide(busier, current, BOUNDS, now=1e6, last_change=None).target >= base.target
+
+
+@pytest.mark.parametrize(("name", "value", "fix"), [
+    ("SLUICE_DS2_UTILIZATION", "abc", "at most 1"), ("SLUICE_DS2_UTILIZATION", "1.5", "at most 1"),
+    ("SLUICE_DS2_COOLDOWN", "-3", "0 or more"), ("SLUICE_DS2_COOLDOWN", "soon", "0 or more"),
+])
+def test_bad_ds2_settings_stop_the_operator_with_one_sentence(name: str, value: str, fix: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "sluice.operator"], env={**os.environ, name: value},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith(f"{name} is {value!r}; ")
+    assert fix in proc.stderr
