@@ -111,6 +111,6 @@ class CommonStatus(Model):
     executors: ExecutorsStatus | None = None
     """Executors current and target."""
     bottleneck: str = ""
-    """The stage or executor on the critical path most often, if known."""
+    """What takes the largest share of recent batches' critical path (a stage, waiting for cores, the gate, planning, ...)."""
     lastScalingDecision: ScalingDecision | None = None
     """The last scaling decision, if any."""

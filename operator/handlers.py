@@ -424,4 +424,5 @@ async def sync_query(body: kopf.Body, name: str, namespace: str | None, patch: k
     patch.status["batches"] = answer.get("batches", 0)
     patch.status["rows"] = answer.get("rows", 0)
     patch.status["schedulerMode"] = answer.get("scheduler", "")
+    patch.status["bottleneck"] = answer.get("bottleneck", "")
     metrics.phase(namespace, name, answer["phase"])

@@ -48,6 +48,8 @@ def main(argv: list[str] | None = None) -> None:
                         metavar="SECONDS", help="how long a surplus executor may finish its tasks before it is killed by force")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark settings")
     args = parser.parse_args(argv)
+    if not args.executor_grace >= 0:
+        parser.error(f"--executor-grace {args.executor_grace}: give 0 or more seconds")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     token = _token(args)
     extra = {}
@@ -61,7 +63,8 @@ def main(argv: list[str] | None = None) -> None:
     gate = (LocalScheduler(Scheduler(args.policy, capacity=args.capacity)) if args.scheduler == "inprocess"
             else SchedulerClient(args.scheduler))
     host = QueryHost(spark, workdir / "checkpoints", gate)
-    server = ServerThread(make_control_app(host, token, executors=ExecutorScaler(spark, grace=args.executor_grace)), host=args.host, port=args.port).start()
+    scaler = ExecutorScaler(spark, grace=args.executor_grace, stateful=host.stateful_batches)
+    server = ServerThread(make_control_app(host, token, executors=scaler), host=args.host, port=args.port).start()
     print(f"sluice runtime ({args.master}) control API on {server.url}", flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -37,7 +37,7 @@ def _error(message: str, status: int) -> web.Response:
 
 def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = REGISTRY,
                      executors: ExecutorScaler | None = None) -> web.Application:
-    executors = executors or ExecutorScaler(host.spark)
+    executors = executors or ExecutorScaler(host.spark, stateful=host.stateful_batches)
 
     @web.middleware
     async def auth(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:

@@ -13,6 +13,14 @@ kill an executor that is running a task (`force=False`), so a victim goes betwee
 micro-batches. After `grace` seconds the rest are killed by force; their running tasks are
 retried elsewhere and state reloads from the checkpoint (slower batch, nothing lost).
 
+Megaphone on Spark: when stateful queries run, their state partitions sit in state stores on the
+executors, and an executor's removal makes the next batch reload its share from the checkpoint.
+Removing several at once makes one batch pay for all of it. So with state held, the shrink is
+paced: one executor at a time, and the next only after the previous one is gone and every
+stateful query has committed a batch since (each batch pays a bounded share, interleaved with
+processing). The grace deadline still bounds the whole shrink: once it has passed, the rest go
+together, by force.
+
 `plan` is pure (executors, target, now in, one step out); `ExecutorScaler` is the thin shell:
 the list comes from Spark's status REST API, the kills from a background thread.
 """
@@ -26,8 +34,9 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
+
+from .stages import spark_time
 
 log = logging.getLogger("sluice.runtime.executors")
 
@@ -57,7 +66,7 @@ def parse_executors(rows: list[dict[str, Any]]) -> list[ExecutorView]:
     for row in rows:
         if row.get("id") == "driver" or not row.get("isActive", True):
             continue
-        out.append(ExecutorView(str(row["id"]), int(row.get("activeTasks", 0)), _epoch(row.get("addTime")),
+        out.append(ExecutorView(str(row["id"]), int(row.get("activeTasks", 0)), spark_time(row.get("addTime")),
                                 int(row.get("rddBlocks", 0))))
     return out
 
@@ -69,17 +78,23 @@ def victims(executors: list[ExecutorView], count: int) -> list[str]:
 
 
 def plan(executors: list[ExecutorView], target: int, removing: frozenset[str], since: float, now: float,
-         grace: float) -> Step:
+         grace: float, paced: bool = False, settled: bool = True) -> Step:
     """One scale-down step: which executors to kill now and whether by force.
 
     `removing` are kills already under way (they stay listed until Spark notices them gone);
     `since` is when the current target was set. Victims go gracefully until `grace` has passed.
+    `paced` (state is held): one executor per step, and only once the last kill is done and
+    `settled` (every stateful query committed a batch since).
     """
     staying = [e for e in executors if e.id not in removing]
     surplus = len(staying) - target
     if surplus <= 0:
         return Step()
     force = now - since >= grace
+    if paced and not force:
+        if removing or not settled:
+            return Step()
+        surplus = 1
     chosen = victims(staying, surplus)
     if not force:
         chosen = [i for i in chosen if not _busy(staying, i)]
@@ -88,15 +103,6 @@ def plan(executors: list[ExecutorView], target: int, removing: frozenset[str], s
 
 def _busy(executors: list[ExecutorView], executor_id: str) -> bool:
     return any(e.id == executor_id and e.active_tasks > 0 for e in executors)
-
-
-def _epoch(text: Any) -> float:
-    if not text:
-        return 0.0
-    try:
-        return datetime.fromisoformat(str(text).replace("GMT", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
 
 
 @dataclass
@@ -111,8 +117,12 @@ class ExecutorScaler:
     """Sets a Spark application's executor count; shrinking drains in a background thread."""
 
     def __init__(self, spark: Any, grace: float = 30.0, interval: float = 0.5,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 stateful: Callable[[], dict[str, int]] | None = None) -> None:
+        """`stateful`: committed batch counts of the running stateful queries (pacing, see above)."""
         self.spark = spark
+        self.stateful = stateful or (lambda: {})
+        self._mark: dict[str, int] = {}
         self.grace = grace
         self.interval = interval
         self.clock = clock
@@ -191,7 +201,10 @@ class ExecutorScaler:
             if target is None:
                 return Step()
             target.removing &= listed
-            decision = plan(executors, target.value, frozenset(target.removing), target.since, self.clock(), self.grace)
+            held = self.stateful()
+            settled = all(held.get(key, count + 1) > count for key, count in self._mark.items())
+            decision = plan(executors, target.value, frozenset(target.removing), target.since, self.clock(), self.grace,
+                            paced=bool(held), settled=settled)
         if not decision.kill:
             return decision
         sc = self.spark.sparkContext
@@ -202,6 +215,8 @@ class ExecutorScaler:
         with self._lock:
             target.removing.update(done)
             target.killed.extend(done)
+            if done:
+                self._mark = held
         if done:
             log.info("killing executors %s (%s) toward a target of %d", ", ".join(done),
                      "forced" if decision.force else "idle", target.value)

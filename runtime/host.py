@@ -30,6 +30,7 @@ from sluice.scheduler.bands import DEFAULT_BAND
 from sluice.scheduler.core import Completion, Grant
 from sluice.scheduler.policies import BatchRequest, QuerySpec
 
+from .critical_path import BatchTimeline, StageSpan, bottleneck, critical_path, shares
 from .kafka_check import kafka_problem
 from .latency import GRID, BatchLatency, LatencyWindow, batch_latency
 from .pipeline import TS, build, write_batch
@@ -125,6 +126,8 @@ class HostedQuery:
     retry_at: float = 0.0
     newest_input: float | None = None
     """Newest input event time Spark reported (queries with a watermark)."""
+    timelines: dict[int, BatchTimeline] = field(default_factory=dict)
+    """batch id -> what its critical path is made of, for the latest batches (SnailTrail)."""
     load: dict[int, list[float]] = field(default_factory=dict)
     """batch id -> [input rows, useful task seconds] for the latest batches (DS2's true rate)."""
 
@@ -134,6 +137,19 @@ class HostedQuery:
         entry[1] += useful
         while len(self.load) > LOAD_BATCHES:
             del self.load[min(self.load)]
+
+    def timeline(self, batch_id: int) -> BatchTimeline:
+        found = self.timelines.get(batch_id)
+        if found is None:
+            found = self.timelines[batch_id] = BatchTimeline()
+            while len(self.timelines) > LOAD_BATCHES:
+                del self.timelines[min(self.timelines)]
+        return found
+
+    def path_shares(self) -> tuple[dict[str, float], int]:
+        """Shares of the critical path over recent batches with both progress and stage times."""
+        paths = [critical_path(t) for t in list(self.timelines.values()) if t.durations_ms and t.stages]
+        return shares(paths), len(paths)
 
     def measured_load(self) -> dict[str, float]:
         """Input rows and useful task seconds summed over recent batches that have both."""
@@ -321,6 +337,7 @@ class QueryHost:
         if len(hosted.band_log) > 1000:
             del hosted.band_log[min(hosted.band_log)]
         self.metrics.gate_wait.labels(query.tenant, query.key).set(grant.waited)
+        hosted.timeline(batch_id).gate_wait = grant.waited
         began = time.perf_counter()
         if query.spec.sink.type == "memory":
             # one job: collect the batch, measure it in Python
@@ -396,6 +413,7 @@ class QueryHost:
         rows = int(progress.numInputRows or 0)
         hosted.input_rows += rows
         hosted.note_load(int(progress.batchId), rows=rows)
+        hosted.timeline(int(progress.batchId)).durations_ms = {k: float(v) for k, v in (progress.durationMs or {}).items()}
         hosted.input_rate = float(progress.inputRowsPerSecond or 0.0)
         hosted.processing_rate = float(progress.processedRowsPerSecond or 0.0)
         operators = progress.stateOperators or []
@@ -426,10 +444,14 @@ class QueryHost:
             name = f"{stage.stage_id}:{stage.name.split(' at ')[0]}"
             hosted.stages[name] = round(stage.useful_seconds, 4)
             hosted.note_load(stage.batch_id, useful=stage.useful_seconds)
+            if stage.submitted and stage.completed:
+                hosted.timeline(stage.batch_id).stages.append(StageSpan(
+                    stage.name.split(" at ")[0], stage.submitted, stage.first_task or stage.submitted, stage.completed))
 
     def status(self, key: str) -> dict[str, Any]:
         hosted = self.queries[key]
         summary = hosted.window.summary(self.clock())
+        path, measured = hosted.path_shares()
         p50, p99, maximum = summary.p50, summary.p99, summary.maximum
         return {
             "phase": hosted.phase,
@@ -451,7 +473,13 @@ class QueryHost:
             "bands": dict(hosted.bands),
             "stages": {"batch": hosted.stages_batch, "usefulSeconds": dict(hosted.stages)},
             "load": hosted.measured_load(),
+            "criticalPath": {label: round(part, 4) for label, part in path.items()},
+            "bottleneck": bottleneck(path, measured),
         }
+
+    def stateful_batches(self) -> dict[str, int]:
+        """Committed batches of each running stateful query (the executor drain paces on them)."""
+        return {key: h.batches for key, h in list(self.queries.items()) if h.phase == "Running" and h.query.spec.stateful}
 
     def statuses(self) -> dict[str, dict[str, Any]]:
         self.refresh()

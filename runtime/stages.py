@@ -14,6 +14,7 @@ import threading
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 _DESCRIPTION = re.compile(r"sluice (\S+/\S+) batch (\d+)")
@@ -33,11 +34,25 @@ class StageCost:
     shuffle_read_records: int
     shuffle_write_records: int
     tasks: int
+    submitted: float = 0.0
+    """Epoch seconds; with first_task and completed: the stage's place on the batch's timeline."""
+    first_task: float = 0.0
+    completed: float = 0.0
 
     @property
     def useful_seconds(self) -> float:
         """Task time doing work (DS2): run time minus waiting for shuffle data."""
         return max(self.run_seconds - self.shuffle_fetch_wait_seconds, 0.0)
+
+
+def spark_time(text: Any) -> float:
+    """The status API's dates ('2026-11-21T10:00:00.123GMT') as epoch seconds; 0 if absent."""
+    if not text:
+        return 0.0
+    try:
+        return datetime.fromisoformat(str(text).replace("GMT", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def parse_stages(stages: list[dict[str, Any]], after: int) -> list[StageCost]:
@@ -55,6 +70,8 @@ def parse_stages(stages: list[dict[str, Any]], after: int) -> list[StageCost]:
             stage.get("shuffleFetchWaitTime", 0) / 1000, int(stage.get("inputRecords", 0)),
             int(stage.get("outputRecords", 0)), int(stage.get("shuffleReadRecords", 0)),
             int(stage.get("shuffleWriteRecords", 0)), int(stage.get("numCompleteTasks", 0)),
+            spark_time(stage.get("submissionTime")), spark_time(stage.get("firstTaskLaunchedTime")),
+            spark_time(stage.get("completionTime")),
         ))
     return sorted(out, key=lambda s: s.stage_id)
 

@@ -29,13 +29,13 @@ TOKEN = "s3cret-token"
 
 @pytest.fixture(scope="module")
 def cluster_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """Two workers with one core each: the application starts with two executors."""
+    """Three workers with one core each: the application starts with three executors."""
     from sluice.runtime.runner import stop_session
     from sluice.runtime.session import SessionConfig, build_session
 
     stop_session()
     session = build_session(SessionConfig(
-        master="local-cluster[2,1,1024]", kafka=True, workdir=Path(tmp_path_factory.mktemp("cluster")),
+        master="local-cluster[3,1,1024]", kafka=True, workdir=Path(tmp_path_factory.mktemp("cluster")),
         extra={"spark.executor.memory": "512m"},
     ))
     yield session
@@ -45,7 +45,7 @@ def cluster_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture
 def api(cluster_spark: Any, tmp_path: Path) -> Iterator[tuple[str, QueryHost, ExecutorScaler]]:
     host = QueryHost(cluster_spark, tmp_path / "ck", LocalScheduler(Scheduler("cameo", capacity=2)))
-    scaler = ExecutorScaler(cluster_spark, grace=20.0, interval=0.25)
+    scaler = ExecutorScaler(cluster_spark, grace=40.0, interval=0.25, stateful=host.stateful_batches)
     server = ServerThread(make_control_app(host, TOKEN, executors=scaler)).start()
     try:
         yield server.url, host, scaler
@@ -60,9 +60,9 @@ def executors(url: str) -> dict[str, Any]:
     return body
 
 
-def test_scale_down_drains_and_scale_up_adds_while_a_stateful_query_runs(api: Any, tmp_path: Path) -> None:
+def test_scale_down_drains_paced_by_batches_and_scale_up_adds_while_a_stateful_query_runs(api: Any, tmp_path: Path) -> None:
     url, host, _ = api
-    wait_for(lambda: executors(url)["current"] == 2, timeout=60, what="the two starting executors")
+    wait_for(lambda: executors(url)["current"] == 3, timeout=90, what="the three starting executors")
     data = tmp_path / "in"
     counts = host.add(query("counts", "t", files_source(data), [{"groupBy": ["user"]}, {"aggregate": [{"fn": "count", "name": "n"}]}]))
     written = 0
@@ -82,19 +82,25 @@ def test_scale_down_drains_and_scale_up_adds_while_a_stateful_query_runs(api: An
     write(0)
     wait_for(lambda: sum(latest().values()) == written, what="the first round's counts")
 
-    # shrink to one: an idle executor is drained (Spark refuses to kill a busy one without force)
+    # shrink to one while state is held: one idle executor at a time, the next only after a batch
     code, body = call(f"{url}/v1/executors", "PUT", {"target": 1}, token=TOKEN)
     assert code == 202 and body["target"] == 1
     started = time.monotonic()
-    wait_for(lambda: executors(url)["current"] == 1, timeout=60, what="the application to shrink to one executor")
-    shrink_seconds = time.monotonic() - started
+    wait_for(lambda: executors(url)["current"] == 2, timeout=60, what="the first executor to go")
+    first_step = time.monotonic() - started
+    batches = counts.batches
+    time.sleep(3)  # no batch has committed since: the second executor stays
     state = executors(url)
-    assert state["target"] == 1 and len(state["removed"]) == 1 and state["removing"] == []
-    removed = state["removed"][0]
-    assert removed not in {e["id"] for e in state["executors"]}
-    write(1)
+    assert state["current"] == 2 and len(state["removed"]) == 1 and counts.batches == batches
+    write(1)  # a batch commits (and reloads the moved state) ...
+    wait_for(lambda: executors(url)["current"] == 1, timeout=60, what="the second executor to go after a batch")
+    assert counts.batches > batches
+    state = executors(url)
+    assert state["target"] == 1 and len(state["removed"]) == 2 and state["removing"] == []
+    removed = set(state["removed"])
+    assert not removed & {e["id"] for e in state["executors"]}
     wait_for(lambda: sum(latest().values()) == written, what="counts after the shrink")
-    time.sleep(3)  # the lowered request stands: nothing replaces the removed executor
+    time.sleep(3)  # the lowered request stands: nothing replaces the removed executors
     assert executors(url)["current"] == 1
 
     # grow back to two: the cluster manager starts a new executor
@@ -102,14 +108,14 @@ def test_scale_down_drains_and_scale_up_adds_while_a_stateful_query_runs(api: An
     assert code == 202
     wait_for(lambda: executors(url)["current"] == 2, timeout=60, what="a new executor")
     ids = {e["id"] for e in executors(url)["executors"]}
-    assert removed not in ids and len(ids) == 2
+    assert not removed & ids and len(ids) == 2
     write(2)
     wait_for(lambda: sum(latest().values()) == written, what="counts after the growth")
 
     # the state survived both changes: every row counted exactly once per user
     assert latest() == {f"u{k}": sum(1 for i in range(written) if (i % 30) % 3 == k) for k in range(3)}
     assert counts.phase == "Running" and not counts.message
-    print(f"shrink took {shrink_seconds:.1f}s")
+    print(f"first executor gone after {first_step:.1f}s")
 
 
 def test_after_the_grace_a_busy_executor_is_killed_by_force_and_its_tasks_rerun(api: Any, cluster_spark: Any) -> None:

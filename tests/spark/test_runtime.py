@@ -264,3 +264,36 @@ def test_a_failing_query_fails_alone(host_factory: Any, tmp_path: Path) -> None:
     host.suspend("t/good", False)
     write_rows(good_in, "b.json", [{"id": 2, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}])
     wait_for(lambda: len(good.memory) == 2, what="the resumed query")
+
+
+def test_critical_path_of_real_batches_names_a_bottleneck(host_factory: Any, tmp_path: Path) -> None:
+    from sluice.runtime.critical_path import critical_path
+
+    data = tmp_path / "in"
+    host = host_factory(LocalScheduler(Scheduler("cameo", capacity=2)))
+    hosted = host.add(query("path", "t", files_source(data), [{"groupBy": ["user"]}, {"aggregate": [{"fn": "count", "name": "n"}]}]))
+    for round_ in range(3):
+        write_rows(data, f"r{round_}.json", [{"id": i, "user": f"u{i % 4}", "amount": 1.0, "produced_at": iso(time.time())}
+                                             for i in range(40)])
+        wait_for(lambda r=round_: hosted.batches > r, what=f"batch {round_}")  # type: ignore[misc]
+    status = wait_for_status(host, "t/path", lambda s: len(s["criticalPath"]) > 0 and s["bottleneck"], timeout=30)
+    shares = status["criticalPath"]
+    assert sum(shares.values()) == pytest.approx(1.0, abs=1e-3)
+    assert any(label.startswith("stage ") for label in shares)  # Spark's stage times made it onto the path
+    assert {"offsets", "planning", "driver"} <= set(shares)
+    assert status["bottleneck"].startswith(next(iter(shares))) and "% of the critical path" in status["bottleneck"]
+    # each measured batch's path covers its whole trigger time exactly (Spark's own figure)
+    measured = [t for t in hosted.timelines.values() if t.durations_ms and t.stages]
+    for timeline in measured:
+        # (to the status API's millisecond rounding)
+        assert sum(s for _, s in critical_path(timeline)) == pytest.approx(timeline.durations_ms["triggerExecution"] / 1000, abs=0.01)
+
+
+def wait_for_status(host: QueryHost, key: str, ok: Callable[[dict[str, Any]], Any], timeout: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = host.status(key)
+        if ok(status):
+            return status
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {key}'s status: {host.status(key)}")

@@ -36,6 +36,19 @@ def test_nothing_to_do_at_or_below_target_and_kills_under_way_count_as_gone() ->
     assert plan(pool, 1, frozenset({"a"}), 0.0, 100.0, 1.0) == Step()  # "a" is already going
 
 
+def test_with_state_held_the_shrink_is_paced_one_executor_at_a_time() -> None:
+    pool = [ex("a", 0, 1.0), ex("b", 0, 2.0), ex("c", 0, 3.0)]
+    first = plan(pool, 1, frozenset(), since=0.0, now=1.0, grace=30.0, paced=True)
+    assert first == Step(("c",), False)  # one, not two
+    assert plan(pool, 1, frozenset({"c"}), 0.0, 2.0, 30.0, paced=True) == Step()  # the kill is under way
+    gone = [e for e in pool if e.id != "c"]
+    assert plan(gone, 1, frozenset(), 0.0, 3.0, 30.0, paced=True, settled=False) == Step()  # no batch since
+    assert plan(gone, 1, frozenset(), 0.0, 4.0, 30.0, paced=True, settled=True) == Step(("b",), False)
+    # the grace bounds the whole shrink: after it, the rest go together
+    late = plan(pool, 1, frozenset(), 0.0, 31.0, 30.0, paced=True, settled=False)
+    assert late.force and set(late.kill) == {"b", "c"}
+
+
 executors = st.lists(
     st.builds(ExecutorView, st.uuids().map(str), st.integers(0, 4), st.floats(0, 1e6), st.integers(0, 3)),
     max_size=12, unique_by=lambda e: e.id,
