@@ -194,8 +194,10 @@ class QueryHost:
     def add(self, query: StreamingQuery) -> HostedQuery:
         """Start a query (or restart it with a new spec) from its checkpoint."""
         with self._lock:
-            if query.key in self.queries:
-                self.remove(query.key, keep_checkpoint=True)
+            old = self.queries.get(query.key)
+            if old is not None:  # stopped while still listed: status never answers 404 mid-update
+                self._stop(old)
+                self.metrics.forget(old.query.tenant, query.key)
             window = LatencyWindow(query.spec.sla.latencyTarget.seconds, horizon=self.latency_horizon)
             hosted = HostedQuery(query, window, query_spec(query))
             self.queries[query.key] = hosted

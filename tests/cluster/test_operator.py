@@ -162,6 +162,9 @@ def test_query_is_registered_and_status_is_synced(world: World) -> None:
     assert row[1:3] == ["shared", "2s"] and row[-2] == "Running" and float(row[3]) > 0
     events = world.plane.kubectl("get", "events", "-n", "team-a", "--field-selector", "involvedObject.name=fast").stdout
     assert "Registered" in events
+    bottleneck = wait_for(lambda: ((world.get("sq", "fast", "team-a") or {}).get("status") or {}).get("bottleneck"),
+                          what="the critical path's bottleneck in status")
+    assert "% of the critical path over the last" in bottleneck
 
 
 def test_quota_and_namespace_rules_keep_queries_pending(world: World) -> None:
@@ -195,7 +198,7 @@ def test_update_suspend_and_delete(world: World) -> None:
     wait_for(lambda: world.host.queries.get("team-a/edit") and world.host.queries["team-a/edit"].spec.latency_target == 0.75,
              what="the new SLA on the runtime")
     world.apply(query("edit", "team-a", sla="750ms", suspend=True))
-    wait_for(lambda: world.host.queries["team-a/edit"].phase == "Suspended", what="suspension")
+    wait_for(lambda: (h := world.host.queries.get("team-a/edit")) and h.phase == "Suspended", what="suspension")
     world.plane.kubectl("delete", "sq", "edit", "-n", "team-a", "--wait=true", "--timeout=60s")
     assert "team-a/edit" not in world.host.queries  # the finalizer deregistered it first
     assert world.get("sq", "edit", "team-a") is None
