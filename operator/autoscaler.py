@@ -68,6 +68,10 @@ def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, las
     """The pool's executor count for these loads; `current` is the target now in force."""
     if not 0 < bounds.utilization <= 1:
         raise ValueError("utilization must be in (0, 1]")
+    if current > bounds.max_executors:  # the bounds moved below the pool: they apply at once
+        inner = decide(loads, bounds.max_executors, bounds, now, last_change)
+        return Decision(inner.target, inner.cores_needed, f"maxExecutors {bounds.max_executors} is below the {current} "
+                                                          f"asked for; from there, {inner.reason}")
     cores = 0.0
     unmeasured = []
     for load in loads:

@@ -37,6 +37,14 @@ def test_unmeasured_input_blocks_a_shrink_and_idle_queries_cost_nothing() -> Non
     assert decide(idle, current=4, bounds=BOUNDS, now=1000.0, last_change=None).target == BOUNDS.min_executors
 
 
+def test_a_lowered_maximum_applies_at_once() -> None:
+    light = [QueryLoad("a", 100, rows=1000, useful_seconds=2), QueryLoad("new", 5)]
+    decision = decide(light, current=12, bounds=BOUNDS, now=10.0, last_change=5.0)
+    assert decision.target == 8 and decision.reason.startswith("maxExecutors 8 is below the 12 asked for")
+    measured = decide(light[:1], current=12, bounds=BOUNDS, now=10.0, last_change=5.0)
+    assert measured.target == 8 and "cooldown" in measured.reason  # lowered to the bound, no further yet
+
+
 def test_bounds_cap_and_say_so() -> None:
     flood = [QueryLoad("a", 1e6, rows=1000, useful_seconds=1)]
     decision = decide(flood, current=1, bounds=BOUNDS, now=0.0, last_change=None)
