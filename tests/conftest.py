@@ -23,3 +23,19 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     session = build_session(SessionConfig(master="local[2]", kafka=True, workdir=Path(tmp_path_factory.mktemp("spark"))))
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real SparkSession in local-cluster mode: a standalone master and three one-core workers
+    in this JVM, executors as separate JVMs, so executor targets can be set and met."""
+    from sluice.runtime.runner import stop_session
+    from sluice.runtime.session import SessionConfig, build_session
+
+    stop_session()
+    session = build_session(SessionConfig(
+        master="local-cluster[3,1,1024]", kafka=True, workdir=Path(tmp_path_factory.mktemp("cluster")),
+        extra={"spark.executor.memory": "512m"},
+    ))
+    yield session
+    session.stop()

@@ -7,6 +7,7 @@ is annotated with `sluice.dev/runtime-url` to point the operator at that loopbac
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -92,19 +93,17 @@ def start_operator() -> Any:
     return runner
 
 
-@pytest.fixture(scope="module")
-def world(crds_installed: ControlPlane, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+@contextlib.contextmanager
+def open_world(plane: ControlPlane, spark: Any, checkpoints: Path, **env: str) -> Iterator[World]:
+    """The operator in-process against `plane`, with a QueryHost on `spark` to serve pools' runtimes."""
     for ns in (SYSTEM, "team-a", "team-b", "team-c"):
-        crds_installed.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
-    env = {"KUBECONFIG": str(crds_installed.kubeconfig), "SLUICE_NAMESPACE": SYSTEM, "SLUICE_METRICS_PORT": str(free_port()),
-           "SLUICE_STATUS_INTERVAL": "2", "SLUICE_POOL_SYNC_INTERVAL": "2"}
+        plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+    env = {"KUBECONFIG": str(plane.kubeconfig), "SLUICE_NAMESPACE": SYSTEM, "SLUICE_METRICS_PORT": str(free_port()),
+           "SLUICE_STATUS_INTERVAL": "2", "SLUICE_POOL_SYNC_INTERVAL": "2", **env}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
-    host = QueryHost(spark, Path(tmp_path_factory.mktemp("ck")), LocalScheduler(Scheduler("cameo", capacity=2)))
-    world = World(crds_installed, host, start_operator())
-    port = free_port()
-    world.apply(pool("shared", port, allowedNamespaces=["team-a", "team-b"], quotas={"team-b": {"maxQueries": 1}}))
-    world.serve_pool_runtime("shared", port)
+    host = QueryHost(spark, checkpoints, LocalScheduler(Scheduler("cameo", capacity=2)))
+    world = World(plane, host, start_operator())
     try:
         yield world
     finally:
@@ -117,6 +116,15 @@ def world(crds_installed: ControlPlane, spark: Any, tmp_path_factory: pytest.Tem
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def world(crds_installed: ControlPlane, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    with open_world(crds_installed, spark, Path(tmp_path_factory.mktemp("ck"))) as world:
+        port = free_port()
+        world.apply(pool("shared", port, allowedNamespaces=["team-a", "team-b"], quotas={"team-b": {"maxQueries": 1}}))
+        world.serve_pool_runtime("shared", port)
+        yield world
 
 
 def test_pool_becomes_owned_objects_with_least_privilege(world: World) -> None:

@@ -27,21 +27,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 TOKEN = "s3cret-token"
 
 
-@pytest.fixture(scope="module")
-def cluster_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """Three workers with one core each: the application starts with three executors."""
-    from sluice.runtime.runner import stop_session
-    from sluice.runtime.session import SessionConfig, build_session
-
-    stop_session()
-    session = build_session(SessionConfig(
-        master="local-cluster[3,1,1024]", kafka=True, workdir=Path(tmp_path_factory.mktemp("cluster")),
-        extra={"spark.executor.memory": "512m"},
-    ))
-    yield session
-    session.stop()
-
-
 @pytest.fixture
 def api(cluster_spark: Any, tmp_path: Path) -> Iterator[tuple[str, QueryHost, ExecutorScaler]]:
     host = QueryHost(cluster_spark, tmp_path / "ck", LocalScheduler(Scheduler("cameo", capacity=2)))

@@ -1,0 +1,67 @@
+"""The whole DS2 loop on real parts: the operator (kopf, in-process, real apiserver) reads a real
+runtime's measurements over its control API, decides, and the runtime really adds and removes
+executors. The runtime runs Spark in local-cluster mode (standalone master and three one-core
+workers in the test's JVM, executors as separate JVMs); pods never run here (no kubelet), so the
+pool's `sluice.dev/runtime-url` points the operator at that runtime on loopback."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .controlplane import ControlPlane, free_port
+from .test_operator import World, condition, open_world, pool, query, wait_for
+
+pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def elastic(crds_installed: ControlPlane, cluster_spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    with open_world(crds_installed, cluster_spark, Path(tmp_path_factory.mktemp("ck")), SLUICE_DS2_COOLDOWN="0") as world:
+        yield world
+
+
+def status(world: World) -> dict[str, Any]:
+    return dict(((world.get("sp", "elastic") or {}).get("status")) or {})
+
+
+def test_ds2_grows_and_shrinks_a_real_application(elastic: World) -> None:
+    world = elastic
+    port = free_port()
+    world.apply(pool("elastic", port, minExecutors=1, maxExecutors=2))
+    world.serve_pool_runtime("elastic", port)
+    world.apply(query("steady", "team-a", pool_name="elastic"))
+    # the application started with three executors; the pool asks for its size (1) and the runtime drains two
+    wait_for(lambda: status(world).get("executors") == {"current": 1, "target": 1}, timeout=90, what="one executor")
+    wait_for(lambda: (h := world.host.queries.get("team-a/steady")) and h.measured_load()["batches"] >= 2,
+             timeout=90, what="the query's load measured")
+
+    os.environ["SLUICE_DS2_UTILIZATION"] = "0.0001"  # the same load now needs more than the pool allows
+    try:
+        grown = wait_for(lambda: (d := status(world).get("lastScalingDecision")) and d["toExecutors"] == 2 and d,
+                         timeout=60, what="DS2 deciding to grow")
+        assert grown["fromExecutors"] == 1 and "capped at maxExecutors 2" in grown["reason"]
+        wait_for(lambda: status(world).get("executors") == {"current": 2, "target": 2}, timeout=90,
+                 what="a second executor started by Spark")
+        at = wait_for(lambda: (c := condition(world.get("sp", "elastic"), "Scaled")) and c["reason"] == "AtTarget" and c,
+                      timeout=30, what="Scaled AtTarget at two")
+        assert "2 of 2 executors running; DS2:" in at["message"]
+    finally:
+        os.environ.pop("SLUICE_DS2_UTILIZATION")
+
+    shrunk = wait_for(lambda: (d := status(world).get("lastScalingDecision")) and d["toExecutors"] == 1 and d,
+                      timeout=60, what="DS2 deciding to shrink at the default utilization")
+    assert shrunk["fromExecutors"] == 2 and "shrinking from 2" in shrunk["reason"]
+    wait_for(lambda: status(world).get("executors") == {"current": 1, "target": 1}, timeout=90,
+             what="the surplus executor drained")
+    scaled = wait_for(lambda: (c := condition(world.get("sp", "elastic"), "Scaled")) and c["reason"] == "AtTarget" and c,
+                      timeout=30, what="Scaled AtTarget")
+    assert scaled["status"] == "True" and "1 of 1 executors running" in scaled["message"]
+    hosted = world.host.queries["team-a/steady"]
+    before = hosted.batches
+    wait_for(lambda: hosted.batches > before, what="the query still committing batches")
+    assert hosted.phase == "Running"
