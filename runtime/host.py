@@ -19,7 +19,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -130,6 +130,10 @@ class HostedQuery:
     """batch id -> what its critical path is made of, for the latest batches (SnailTrail)."""
     load: dict[int, list[float]] = field(default_factory=dict)
     """batch id -> [input rows, useful task seconds] for the latest batches (DS2's true rate)."""
+    group: Grant | None = None
+    """The last grant, if it covers later batches too (k > 1, Drizzle)."""
+    grouped: int = 0
+    """Batches run under an earlier batch's group grant, without asking."""
 
     def note_load(self, batch_id: int, rows: float = 0.0, useful: float = 0.0) -> None:
         entry = self.load.setdefault(batch_id, [0.0, 0.0])
@@ -209,6 +213,7 @@ class QueryHost:
 
     def _start(self, hosted: HostedQuery) -> None:
         query = hosted.query
+        hosted.group = None  # a restart may replay a batch id: ask afresh
         problem = kafka_problem(query)
         if problem is not None:
             hosted.phase, hosted.message = "Pending", problem
@@ -316,11 +321,16 @@ class QueryHost:
         if self.gate is None or hosted.stopping:
             return Grant(hosted.query.key, batch_id, self.fixed_pool(hosted.query) or DEFAULT_BAND, 1, 0.0, 0.0, 0.0,
                          fail_open=self.gate is not None), 0.0
+        group = hosted.group
+        if group is not None and group.batch_id < batch_id <= group.batch_id + group.k - 1:
+            hosted.grouped += 1  # covered by the group grant (Drizzle): no ask, same band
+            return replace(group, batch_id=batch_id, waited=0.0), 0.0
         completed, hosted.completions = hosted.completions, []
         started = time.perf_counter()
         grant = self.gate.dispatch(request, completed)
         asked = time.perf_counter() - started
         hosted.gate_mode = "fail-open" if grant.fail_open else "gated"
+        hosted.group = grant if grant.k > 1 and not grant.fail_open else None
         return grant, max(asked - grant.waited, 0.0)
 
     def _run_batch(self, hosted: HostedQuery, frame: Any, batch_id: int) -> None:
@@ -382,13 +392,10 @@ class QueryHost:
         hosted.output_rows += rows
         hosted.last_action = action
         worst = max(latency.latencies) if latency else None
-        done = Completion(query.key, batch_id + grant.k - 1 if grant.k > 1 else batch_id, action, rows,
-                          coordination=coordination, latency=worst)
+        # each batch reports itself; a group's slot frees with its last batch (sent with the next ask)
+        done = Completion(query.key, batch_id, action, rows, coordination=coordination, latency=worst)
         if self.gate is not None and not grant.fail_open:
-            if grant.k > 1:  # group grant: the slot frees with the group's last batch id
-                self.gate.complete(query.key, [done])
-            else:
-                hosted.completions.append(done)
+            hosted.completions.append(done)
         labels = (query.tenant, query.key)
         self.metrics.batches.labels(*labels).inc()
         self.metrics.batch_seconds.labels(*labels).set(action)
@@ -473,6 +480,7 @@ class QueryHost:
             "state_bytes": hosted.state_bytes,
             "scheduler": hosted.gate_mode if self.gate is not None else "ungated",
             "bands": dict(hosted.bands),
+            "groupedBatches": hosted.grouped,
             "stages": {"batch": hosted.stages_batch, "usefulSeconds": dict(hosted.stages)},
             "load": hosted.measured_load(),
             "criticalPath": {label: round(part, 4) for label, part in path.items()},

@@ -86,6 +86,10 @@ class _Running:
     last: int
     expiry: float
     cost: float
+    seconds: float = 0.0
+    """Batch time reported so far for this slot's batches."""
+    coordination: float = 0.0
+    """Asking time reported so far (one ask per slot: only the group's first batch asked)."""
 
 
 @dataclass(slots=True)
@@ -249,7 +253,7 @@ class Scheduler:
         if state.last_band and band != state.last_band:
             state.k = max(1, state.k - 1)  # priority moved: shrink the group additively
         state.last_band = band
-        expiry = now + max(self.lease, 10 * pending.cost)
+        expiry = now + max(self.lease, 10 * pending.cost * state.k)
         state.in_flight[request.batch_id] = _Running(request.batch_id + state.k - 1, expiry, pending.cost)
         heapq.heappush(self._leases, (expiry, request.query, request.batch_id))
         if len(self._leases) > 4 * self.in_flight + 1024:  # completed slots leave stale entries
@@ -289,19 +293,25 @@ class Scheduler:
         state = self.queries.get(done.query)
         if state is None:
             return  # unregistered meanwhile
+        seconds, coordination, last = done.seconds, done.coordination, True
         for first, running in list(state.in_flight.items()):
             if first <= done.batch_id <= running.last:
-                if done.batch_id == running.last:  # the slot's last batch: free it
+                running.seconds += done.seconds
+                running.coordination += done.coordination
+                last = done.batch_id == running.last
+                if last:  # the slot's last batch: free it, and judge the group as a whole
                     del state.in_flight[first]
                     self.in_flight -= 1
+                    seconds, coordination = running.seconds, running.coordination
                 break
         self.costs.observe(done.query, done.rows, done.seconds, done.stages, done.tail)
-        busy = done.seconds + done.coordination
-        share = done.coordination / busy if busy > 0 else 0.0
-        if share > self.group.grow_above:
-            state.k = min(state.k * 2, self.group.k_max)
-        elif share < self.group.shrink_below:
-            state.k = max(1, state.k - 1)
+        if last:  # AIMD moves once per grant, on the coordination share of its whole group
+            busy = seconds + coordination
+            share = coordination / busy if busy > 0 else 0.0
+            if share > self.group.grow_above:
+                state.k = min(state.k * 2, self.group.k_max)
+            elif share < self.group.shrink_below:
+                state.k = max(1, state.k - 1)
         if done.latency is not None:
             late = done.latency - state.spec.latency_target
             if late > 0:

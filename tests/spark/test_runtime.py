@@ -297,3 +297,23 @@ def wait_for_status(host: QueryHost, key: str, ok: Callable[[dict[str, Any]], An
             return status
         time.sleep(0.5)
     raise AssertionError(f"timed out waiting for {key}'s status: {host.status(key)}")
+
+
+def test_group_grants_let_later_batches_run_without_asking(host_factory: Any, tmp_path: Path) -> None:
+    from sluice.scheduler.core import GroupTuning
+
+    # a tuning that always finds asking too costly, so k doubles with every group: 1, 2, 4, 4, ...
+    core = Scheduler("cameo", capacity=2, group=GroupTuning(k_max=4, grow_above=-1.0, shrink_below=-1.0))
+    host = host_factory(LocalScheduler(core))
+    data = tmp_path / "in"
+    hosted = host.add(query("grouped", "t", files_source(data), [{"filter": "amount > 0"}]))
+    for round_ in range(9):
+        write_rows(data, f"r{round_}.json", [{"id": round_ * 10 + i, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}
+                                             for i in range(10)])
+        wait_for(lambda r=round_: hosted.batches > r, what=f"batch {round_}")  # type: ignore[misc]
+    asked = core.queries["t/grouped"].grants
+    assert hosted.batches == 9 and asked + hosted.grouped == 9
+    # groups of 1, 2, 4, ... (a band change between groups takes one off k), so most batches never ask
+    assert hosted.grouped >= 3 and asked <= 6
+    assert sorted(r["id"] for r in hosted.memory) == list(range(90))  # every batch ran and committed
+    assert host.status("t/grouped")["groupedBatches"] == hosted.grouped

@@ -302,3 +302,20 @@ def test_overload_names_the_violating_queries_and_by_how_much() -> None:
     s.dispatch(T0)
     s.complete(Completion("t0/q", 1, seconds=1.0, latency=2.5))
     assert any(v.query == "t0/q" and not v.predicted and v.late_by == pytest.approx(1.0) for v in s.overload(T0 + 1))
+
+
+def test_aimd_judges_a_group_once_on_its_whole_time() -> None:
+    s = Scheduler("cameo", capacity=1, group=GroupTuning(k_max=8, grow_above=0.1, shrink_below=0.02))
+    s.register(QuerySpec("t/q", "t", 10.0))
+    s.queries["t/q"].k = 4
+    s.submit(BatchRequest("t/q", 1), T0)
+    (grant,) = s.dispatch(T0)
+    assert grant.k == 4
+    # one ask (0.05 s) for four 0.1 s batches: 11% of the group's time -> k doubles, once
+    s.complete(Completion("t/q", 1, seconds=0.1, coordination=0.05))
+    for batch in (2, 3):
+        s.complete(Completion("t/q", batch, seconds=0.1))
+        assert s.queries["t/q"].k == 4  # mid-group: no change, slot still held
+    assert s.in_flight == 1
+    s.complete(Completion("t/q", 4, seconds=0.1))
+    assert s.queries["t/q"].k == 8 and s.in_flight == 0
