@@ -325,13 +325,21 @@ class QueryHost:
         if group is not None and group.batch_id < batch_id <= group.batch_id + group.k - 1:
             hosted.grouped += 1  # covered by the group grant (Drizzle): no ask, same band
             return replace(group, batch_id=batch_id, waited=0.0), 0.0
-        completed, hosted.completions = hosted.completions, []
+        completed, hosted.completions = [self._with_tail(hosted, c) for c in hosted.completions], []
         started = time.perf_counter()
         grant = self.gate.dispatch(request, completed)
         asked = time.perf_counter() - started
         hosted.gate_mode = "fail-open" if grant.fail_open else "gated"
         hosted.group = grant if grant.k > 1 and not grant.fail_open else None
         return grant, max(asked - grant.waited, 0.0)
+
+    @staticmethod
+    def _with_tail(hosted: HostedQuery, done: Completion) -> Completion:
+        """C_path feedback: what followed the action on the batch's critical path (Spark's offset commit)."""
+        timeline = hosted.timelines.get(done.batch_id)
+        if done.tail is not None or timeline is None or "commitOffsets" not in timeline.durations_ms:
+            return done
+        return replace(done, tail=timeline.durations_ms["commitOffsets"] / 1000)
 
     def _run_batch(self, hosted: HostedQuery, frame: Any, batch_id: int) -> None:
         from pyspark.sql import functions as F
@@ -410,7 +418,7 @@ class QueryHost:
         """Send completions still held for the next request (at shutdown)."""
         hosted = self.queries.get(key)
         if hosted and self.gate is not None and hosted.completions:
-            self.gate.complete(key, hosted.completions)
+            self.gate.complete(key, [self._with_tail(hosted, c) for c in hosted.completions])
             hosted.completions = []
 
     # ------------------------------------------------------------------ status

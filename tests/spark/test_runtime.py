@@ -270,7 +270,14 @@ def test_critical_path_of_real_batches_names_a_bottleneck(host_factory: Any, tmp
     from sluice.runtime.critical_path import critical_path
 
     data = tmp_path / "in"
-    host = host_factory(LocalScheduler(Scheduler("cameo", capacity=2)))
+    seen: list[Completion] = []
+
+    class Recording(LocalScheduler):
+        def dispatch(self, request: BatchRequest, completed: Any = ()) -> Any:
+            seen.extend(completed)
+            return super().dispatch(request, completed)
+
+    host = host_factory(Recording(Scheduler("cameo", capacity=2)))
     hosted = host.add(query("path", "t", files_source(data), [{"groupBy": ["user"]}, {"aggregate": [{"fn": "count", "name": "n"}]}]))
     for round_ in range(3):
         write_rows(data, f"r{round_}.json", [{"id": i, "user": f"u{i % 4}", "amount": 1.0, "produced_at": iso(time.time())}
@@ -287,6 +294,9 @@ def test_critical_path_of_real_batches_names_a_bottleneck(host_factory: Any, tmp
     for timeline in measured:
         # (to the status API's millisecond rounding)
         assert sum(s for _, s in critical_path(timeline)) == pytest.approx(timeline.durations_ms["triggerExecution"] / 1000, abs=0.01)
+    # C_path feedback: completions carry the batch's offset commit time as the tail after the action
+    tails = [(c.tail, hosted.timelines[c.batch_id].durations_ms["commitOffsets"] / 1000) for c in seen if c.tail is not None]
+    assert len(tails) >= 2 and all(sent == pytest.approx(measured_) for sent, measured_ in tails)
 
 
 def wait_for_status(host: QueryHost, key: str, ok: Callable[[dict[str, Any]], Any], timeout: float) -> dict[str, Any]:
