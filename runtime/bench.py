@@ -10,6 +10,7 @@ Policies are interleaved across repeats so that drift of the machine hits all of
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -108,7 +109,9 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
     """One policy, one fresh runtime: returns `sluice run`'s report (with timelines)."""
     from sluice.testing.load import Burst, LoadPlan, generate
 
-    folder.mkdir(parents=True, exist_ok=True)
+    # a fresh runtime: a previous benchmark's checkpoints here would name other topics' offsets
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
     tag = uuid.uuid4().hex[:8]
     topics = [broker.create_topic(f"{scenario.name}-{i}-{tag}", partitions=2) for i in range(len(queries))]
     manifests = [_for_run(q, s.load, broker.bootstrap, t) for q, s, t in zip(queries, scenario.queries, topics, strict=True)]
@@ -286,6 +289,7 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
 
     scenario, queries = load_scenario(scenario_path)
     out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / "kafka", ignore_errors=True)  # the last benchmark's broker data: scratch
     broker = KafkaBroker(out / "kafka").start()
     log(f"kafka ready at {broker.bootstrap}")
     runs: dict[str, list[dict[str, Any]]] = {p: [] for p in policies}

@@ -21,6 +21,13 @@ def test_short_benchmark_writes_results_and_plots(tmp_path: Path) -> None:
     path = tmp_path / "short.yaml"
     path.write_text(yaml.safe_dump(scenario))
     out = tmp_path / "out"
+    # leftovers of an earlier benchmark into the same folder: a checkpoint naming another
+    # topic's offsets made every batch of a rerun hang; each run must start fresh
+    stale = out / "runs" / "fifo-0" / "work" / "checkpoints" / "payments" / "fraud-alerts" / "offsets"
+    stale.mkdir(parents=True)
+    (stale / "0").write_text("stale")
+    (out / "kafka" / "kafka-1").mkdir(parents=True)
+    (out / "kafka" / "kafka-1" / "junk").write_text("stale")
     proc = subprocess.run(
         [sys.executable, "-m", "sluice", "bench", "cameo", "--scenario", str(path), "--policies", "fifo,cameo", "--out", str(out)],
         capture_output=True, text=True, timeout=900,
@@ -35,6 +42,8 @@ def test_short_benchmark_writes_results_and_plots(tmp_path: Path) -> None:
     for name in ("latency.png", "cdf.png", "summary.txt"):
         assert (out / name).stat().st_size > 1000 or name == "summary.txt"
     assert "p99 fifo/cameo" in proc.stdout and "rows per policy" in proc.stdout
+    assert (stale / "0").read_text() != "stale"  # the run wrote its own offsets into a fresh checkpoint
+    assert not (out / "kafka" / "kafka-1" / "junk").exists()
 
 
 def test_bad_scenario_gets_one_sentence(tmp_path: Path) -> None:
