@@ -41,6 +41,10 @@ class BatchTimeline:
     """StreamingQueryProgress.durationMs of the batch."""
     gate_wait: float = 0.0
     stages: list[StageSpan] = field(default_factory=list)
+    rows: float = 0.0
+    """Input rows (not on the path; with useful_seconds, DS2's true rate)."""
+    useful_seconds: float = 0.0
+    """Task run time minus shuffle fetch wait over the batch's stages."""
 
 
 def _stage_path(stages: list[StageSpan]) -> list[StageSpan]:

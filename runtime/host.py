@@ -92,7 +92,7 @@ class Metrics:
                 metric.remove(tenant, key)
 
 
-LOAD_BATCHES = 32
+RECENT_BATCHES = 32
 
 
 @dataclass
@@ -127,26 +127,17 @@ class HostedQuery:
     newest_input: float | None = None
     """Newest input event time Spark reported (queries with a watermark)."""
     timelines: dict[int, BatchTimeline] = field(default_factory=dict)
-    """batch id -> what its critical path is made of, for the latest batches (SnailTrail)."""
-    load: dict[int, list[float]] = field(default_factory=dict)
-    """batch id -> [input rows, useful task seconds] for the latest batches (DS2's true rate)."""
+    """batch id -> its critical path's parts and its load, for the latest batches (SnailTrail, DS2)."""
     group: Grant | None = None
     """The last grant, if it covers later batches too (k > 1, Drizzle)."""
     grouped: int = 0
     """Batches run under an earlier batch's group grant, without asking."""
 
-    def note_load(self, batch_id: int, rows: float = 0.0, useful: float = 0.0) -> None:
-        entry = self.load.setdefault(batch_id, [0.0, 0.0])
-        entry[0] += rows
-        entry[1] += useful
-        while len(self.load) > LOAD_BATCHES:
-            del self.load[min(self.load)]
-
     def timeline(self, batch_id: int) -> BatchTimeline:
         found = self.timelines.get(batch_id)
         if found is None:
             found = self.timelines[batch_id] = BatchTimeline()
-            while len(self.timelines) > LOAD_BATCHES:
+            while len(self.timelines) > RECENT_BATCHES:
                 del self.timelines[min(self.timelines)]
         return found
 
@@ -157,7 +148,7 @@ class HostedQuery:
 
     def measured_load(self) -> dict[str, float]:
         """Input rows and useful task seconds summed over recent batches that have both."""
-        done = [(rows, useful) for rows, useful in list(self.load.values()) if rows > 0 and useful > 0]
+        done = [(t.rows, t.useful_seconds) for t in list(self.timelines.values()) if t.rows > 0 and t.useful_seconds > 0]
         return {"batches": len(done), "rows": sum(r for r, _ in done), "usefulSeconds": round(sum(u for _, u in done), 4)}
 
 
@@ -429,8 +420,9 @@ class QueryHost:
             return
         rows = int(progress.numInputRows or 0)
         hosted.input_rows += rows
-        hosted.note_load(int(progress.batchId), rows=rows)
-        hosted.timeline(int(progress.batchId)).durations_ms = {k: float(v) for k, v in (progress.durationMs or {}).items()}
+        timeline = hosted.timeline(int(progress.batchId))
+        timeline.rows += rows
+        timeline.durations_ms = {k: float(v) for k, v in (progress.durationMs or {}).items()}
         hosted.input_rate = float(progress.inputRowsPerSecond or 0.0)
         hosted.processing_rate = float(progress.processedRowsPerSecond or 0.0)
         operators = progress.stateOperators or []
@@ -460,9 +452,10 @@ class QueryHost:
                 hosted.stages, hosted.stages_batch = {}, stage.batch_id
             name = f"{stage.stage_id}:{stage.name.split(' at ')[0]}"
             hosted.stages[name] = round(stage.useful_seconds, 4)
-            hosted.note_load(stage.batch_id, useful=stage.useful_seconds)
+            timeline = hosted.timeline(stage.batch_id)
+            timeline.useful_seconds += stage.useful_seconds
             if stage.submitted and stage.completed:
-                hosted.timeline(stage.batch_id).stages.append(StageSpan(
+                timeline.stages.append(StageSpan(
                     stage.name.split(" at ")[0], stage.submitted, stage.first_task or stage.submitted, stage.completed))
 
     def status(self, key: str) -> dict[str, Any]:
