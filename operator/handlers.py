@@ -12,6 +12,7 @@ import logging
 import os
 import secrets
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -218,21 +219,23 @@ async def sync_pool(body: kopf.Body, name: str, meta: kopf.Meta, patch: kopf.Pat
                                                   meta.get("generation"), patch)
 
 
+def _setting(name: str, default: str, ok: Callable[[float], bool], fix: str) -> float:
+    raw = os.environ.get(name, default)
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")  # fails every check below
+    if not ok(value):
+        raise ValueError(f"{name} is {raw!r}; set {fix}")
+    return value
+
+
 def ds2_settings() -> tuple[float, float]:
     """(utilization, cooldown seconds) from SLUICE_DS2_UTILIZATION / SLUICE_DS2_COOLDOWN."""
-    raw_u, raw_c = os.environ.get("SLUICE_DS2_UTILIZATION", "0.7"), os.environ.get("SLUICE_DS2_COOLDOWN", "120")
-    try:
-        utilization = float(raw_u)
-    except ValueError:
-        utilization = -1.0
-    if not 0 < utilization <= 1:
-        raise ValueError(f"SLUICE_DS2_UTILIZATION is {raw_u!r}; set a number above 0 and at most 1, such as 0.7")
-    try:
-        cooldown = float(raw_c)
-    except ValueError:
-        cooldown = -1.0
-    if not 0 <= cooldown < float("inf"):
-        raise ValueError(f"SLUICE_DS2_COOLDOWN is {raw_c!r}; set a number of seconds, 0 or more, such as 120")
+    utilization = _setting("SLUICE_DS2_UTILIZATION", "0.7", lambda v: 0 < v <= 1,
+                           "a number above 0 and at most 1, such as 0.7")
+    cooldown = _setting("SLUICE_DS2_COOLDOWN", "120", lambda v: 0 <= v < float("inf"),
+                        "a number of seconds, 0 or more, such as 120")
     return utilization, cooldown
 
 
@@ -274,14 +277,10 @@ async def _target(body: kopf.Body, model: StreamingPool, url: str, token: str, p
 async def _scale(body: kopf.Body, name: str, model: StreamingPool, token: str, url: str,
                  conditions: list[dict[str, Any]], generation: int | None, patch: kopf.Patch) -> list[dict[str, Any]]:
     """Bring the runtime's executor target to the pool's, without restarting it; report current/target."""
+    previous = ((body.get("status") or {}).get("executors") or {}).get("current", 0)
     try:
         target, why = await _target(body, model, url, token, patch)
-    except RuntimeUnreachable as error:
-        return set_condition(conditions, "Scaled", False, "RuntimeUnreachable",
-                             f"cannot reach the runtime at {url} ({error}); retrying.", _now(), generation)
-    previous = ((body.get("status") or {}).get("executors") or {}).get("current", 0)
-    patch.status["executors"] = {"current": previous, "target": target}
-    try:
+        patch.status["executors"] = {"current": previous, "target": target}
         code, answer = await _runtime("GET", f"{url}/v1/executors", token)
         if code == 200 and answer.get("target") != target:
             code, answer = await _runtime("PUT", f"{url}/v1/executors", token, {"target": target})

@@ -97,12 +97,9 @@ def plan(executors: list[ExecutorView], target: int, removing: frozenset[str], s
         surplus = 1
     chosen = victims(staying, surplus)
     if not force:
-        chosen = [i for i in chosen if not _busy(staying, i)]
+        busy = {e.id for e in staying if e.active_tasks > 0}
+        chosen = [i for i in chosen if i not in busy]
     return Step(tuple(chosen), force)
-
-
-def _busy(executors: list[ExecutorView], executor_id: str) -> bool:
-    return any(e.id == executor_id and e.active_tasks > 0 for e in executors)
 
 
 @dataclass
