@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Final, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
-
-GROUP = "sluice.dev"
-VERSION = "v1alpha1"
-API_VERSION: Final = "sluice.dev/v1alpha1"  # GROUP/VERSION
 
 DnsName = Annotated[
     str,

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from .common import GROUP, VERSION
+from .constants import GROUP, VERSION
 from .pool import StreamingPoolSpec, StreamingPoolStatus
 from .query import StreamingQuerySpec, StreamingQueryStatus
 

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from .common import API_VERSION
+from .constants import API_VERSION
 from .pool import StreamingPool
 from .query import PipelineError, StreamingQuery
 

@@ -6,10 +6,9 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .common import API_VERSION, CommonStatus, DnsName, Model, ObjectMeta
+from .common import CommonStatus, DnsName, Model, ObjectMeta
+from .constants import API_VERSION, ApiVersion, Policy
 from .units import Memory
-
-Policy = Literal["fifo", "fair", "edf", "cameo"]
 
 
 class ExecutorShape(Model):
@@ -112,7 +111,7 @@ class StreamingPoolStatus(CommonStatus):
 class StreamingPool(Model):
     """A shared Spark runtime (cluster-scoped) that hosts many tenants' streaming queries."""
 
-    apiVersion: Literal["sluice.dev/v1alpha1"] = API_VERSION
+    apiVersion: ApiVersion = API_VERSION
     kind: Literal["StreamingPool"] = "StreamingPool"
     metadata: ObjectMeta
     spec: StreamingPoolSpec = Field(default_factory=StreamingPoolSpec)

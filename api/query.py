@@ -6,7 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from .common import API_VERSION, CommonStatus, DnsName, Model, ObjectMeta
+from .common import CommonStatus, DnsName, Model, ObjectMeta
+from .constants import API_VERSION, ApiVersion
 from .expressions import check_expression, check_predicate, check_select_item
 from .units import Duration
 
@@ -313,10 +314,6 @@ class StreamingQuerySpec(Model):
         return self
 
     @property
-    def windowed(self) -> bool:
-        return any(s.window is not None for s in self.pipeline)
-
-    @property
     def stateful(self) -> bool:
         return any(s.groupBy is not None for s in self.pipeline)
 
@@ -391,7 +388,7 @@ class StreamingQueryStatus(CommonStatus):
 class StreamingQuery(Model):
     """A tenant's streaming query with a latency SLA; the namespace is the tenant."""
 
-    apiVersion: Literal["sluice.dev/v1alpha1"] = API_VERSION
+    apiVersion: ApiVersion = API_VERSION
     kind: Literal["StreamingQuery"] = "StreamingQuery"
     metadata: ObjectMeta
     spec: StreamingQuerySpec

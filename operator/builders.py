@@ -10,12 +10,15 @@ from typing import Any
 
 import yaml
 
+from sluice.api.constants import (
+    API_VERSION,
+    BLOCK_MANAGER_PORT,
+    CONTROL_PORT,
+    DRIVER_PORT,
+    SCHEDULER_PORT,
+)
 from sluice.api.pool import StreamingPool
-from sluice.scheduler.bands import fairscheduler_xml
 
-CONTROL_PORT = 8480
-SCHEDULER_PORT = 8470
-METRICS_PORT = 8481
 RUNTIME_URL_ANNOTATION = "sluice.dev/runtime-url"
 """Overrides where the operator reaches the pool's runtime (default: its in-cluster Service)."""
 
@@ -30,7 +33,7 @@ def labels(pool: str) -> dict[str, str]:
 
 def owner_reference(pool: dict[str, Any]) -> dict[str, Any]:
     meta = pool["metadata"]
-    return {"apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingPool", "name": meta["name"], "uid": meta["uid"],
+    return {"apiVersion": API_VERSION, "kind": "StreamingPool", "name": meta["name"], "uid": meta["uid"],
             "controller": True, "blockOwnerDeletion": True}
 
 
@@ -71,8 +74,8 @@ def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
         "spark.master": "k8s://https://kubernetes.default.svc",
         "spark.submit.deployMode": "client",
         "spark.driver.host": f"{name}-driver.{namespace}.svc",
-        "spark.driver.port": "7078",
-        "spark.driver.blockManager.port": "7079",
+        "spark.driver.port": str(DRIVER_PORT),
+        "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
         "spark.kubernetes.namespace": namespace,
         "spark.kubernetes.container.image": model.spec.image,
         "spark.kubernetes.authenticate.driver.serviceAccountName": name,
@@ -110,7 +113,8 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
                         {
                             "name": "runtime", "image": model.spec.image, "args": runtime_args,
                             "ports": [{"name": "control", "containerPort": CONTROL_PORT},
-                                      {"name": "driver", "containerPort": 7078}, {"name": "blockmanager", "containerPort": 7079},
+                                      {"name": "driver", "containerPort": DRIVER_PORT},
+                                      {"name": "blockmanager", "containerPort": BLOCK_MANAGER_PORT},
                                       {"name": "spark-ui", "containerPort": 4040}],
                             "env": [{"name": "SLUICE_POLICY", "value": model.spec.policy}],
                             "resources": {"requests": {"cpu": str(driver.cores), "memory": driver.memory.text},
@@ -123,7 +127,7 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
                         {
                             "name": "scheduler", "image": model.spec.image,
                             "args": ["python", "-m", "sluice.scheduler", "--host", "127.0.0.1", "--port", str(SCHEDULER_PORT),
-                                     "--policy", model.spec.policy if model.spec.policy in ("fifo", "fair", "edf", "cameo") else "cameo",
+                                     "--policy", model.spec.policy,
                                      "--capacity", str(capacity)],
                             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
                             "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
@@ -140,7 +144,7 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
                         "ports": [{"name": "control", "port": CONTROL_PORT, "targetPort": "control"}]}}
     headless = {"apiVersion": "v1", "kind": "Service", "metadata": _meta(f"{name}-driver", namespace, pool),
                 "spec": {"clusterIP": "None", "selector": {**sel, "sluice.dev/role": "driver"},
-                         "ports": [{"name": "driver", "port": 7078}, {"name": "blockmanager", "port": 7079}]}}
+                         "ports": [{"name": "driver", "port": DRIVER_PORT}, {"name": "blockmanager", "port": BLOCK_MANAGER_PORT}]}}
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, namespace, pool)}
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(name, namespace, pool),
             "rules": [
@@ -153,7 +157,5 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": _meta(f"{name}-token", namespace, pool),
               "type": "Opaque", "stringData": {"token": token}}
     config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(f"{name}-config", namespace, pool),
-              "data": {"executor-pod.yaml": yaml.safe_dump(executor_pod_template(model), sort_keys=False),
-                       "fairscheduler.xml": fairscheduler_xml(8),
-                       "spark.conf": "".join(f"{k} {v}\n" for k, v in conf.items())}}
+              "data": {"executor-pod.yaml": yaml.safe_dump(executor_pod_template(model), sort_keys=False)}}
     return [account, role, binding, secret, config, control, headless, deployment]

@@ -10,6 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
+from sluice.api.constants import CONTROL_PORT, DEFAULT_POLICY, POLICIES
 from sluice.scheduler.client import SchedulerClient
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
@@ -37,11 +38,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m sluice.runtime", description=__doc__)
     parser.add_argument("--master", default=os.environ.get("SLUICE_SPARK_MASTER", "local[*]"))
     parser.add_argument("--host", default="0.0.0.0", help="control API address")
-    parser.add_argument("--port", type=int, default=8480, help="control API port")
+    parser.add_argument("--port", type=int, default=CONTROL_PORT, help="control API port")
     parser.add_argument("--token-file", default=os.environ.get("SLUICE_CONTROL_TOKEN_FILE"))
     parser.add_argument("--scheduler", default=os.environ.get("SLUICE_SCHEDULER_URL", "inprocess"),
                         help="sidecar URL (http://127.0.0.1:8470 or unix:/path) or 'inprocess'")
-    parser.add_argument("--policy", default=os.environ.get("SLUICE_POLICY", "cameo"), help="for the in-process scheduler")
+    parser.add_argument("--policy", default=os.environ.get("SLUICE_POLICY", DEFAULT_POLICY), choices=POLICIES,
+                        help="for the in-process scheduler")
     parser.add_argument("--capacity", type=int, default=int(os.environ.get("SLUICE_CAPACITY", "2")))
     parser.add_argument("--workdir", default=os.environ.get("SLUICE_WORKDIR", "/tmp/sluice"))
     parser.add_argument("--executor-grace", type=float, default=float(os.environ.get("SLUICE_EXECUTOR_GRACE", "30")),
@@ -69,8 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    while not stop.wait(2.0):
-        host.refresh()  # notice failed queries, retry Pending ones (e.g. Kafka not reachable yet)
+    stop.wait()  # the host itself retries Pending queries and notices failed ones
     server.stop()
     host.stop_all()
     spark.stop()

@@ -22,14 +22,13 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sluice.api.constants import POLICIES
 from sluice.api.manifest import ManifestErrors, load_query
 from sluice.api.query import KafkaSource, StreamingQuery
 from sluice.api.units import Duration
 
 from .latency import MASSES
 from .latency import _quantile as quantile
-
-POLICIES = ("fifo", "fair", "cameo")
 
 
 class BurstSpec(BaseModel):
@@ -201,7 +200,7 @@ def ratios(summary: dict[str, Any], scenario: Scenario, queries: list[StreamingQ
         if not item.critical:
             continue
         cameo = policies["cameo"][query.key]["p99_ms"]
-        for other in ("fifo", "fair"):
+        for other in (p for p in POLICIES if p != "cameo"):
             if other in policies and cameo:
                 base = policies[other][query.key]["p99_ms"]
                 if base:

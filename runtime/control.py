@@ -1,13 +1,15 @@
 """The runtime's control API (HTTP, bearer token): the operator's way to drive a pool's runtime.
 
-  PUT    /v1/queries/{namespace}/{name}          add or update (body: the StreamingQuery as JSON)
-  DELETE /v1/queries/{namespace}/{name}          remove (checkpoint kept)
-  POST   /v1/queries/{namespace}/{name}/suspend  {"suspend": true|false}
-  GET    /v1/queries[/{namespace}/{name}]        status
-  GET    /v1/executors                           {"current", "target", "removing", "removed", "executors": [...]}
-  PUT    /v1/executors                           {"target": N}: request N; surplus executors drain (202)
+  PUT    /v1/queries/{namespace}/{name}          add or update (body: the StreamingQuery as JSON) -> Registration
+  DELETE /v1/queries/{namespace}/{name}          remove (checkpoint kept) -> Removed
+  POST   /v1/queries/{namespace}/{name}/suspend  Suspend -> QueryStatus
+  GET    /v1/queries[/{namespace}/{name}]        QueryList / QueryStatus
+  GET    /v1/executors                           ExecutorState
+  PUT    /v1/executors                           ExecutorTarget: request N; surplus executors drain (202 TargetAccepted)
   GET    /healthz, /metrics                      no token needed
-Spark calls block, so they run in a worker thread; bad input gets a 4xx with one sentence.
+The bodies are the models of `sluice.api.runtime`. Lifecycle work goes to the host's lifecycle
+thread and other Spark calls to worker threads, so the event loop never calls Spark; status
+reads only copy what the host holds. Bad input gets a 4xx `Problem` with one sentence.
 """
 
 from __future__ import annotations
@@ -16,28 +18,56 @@ import asyncio
 import hmac
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from pydantic import BaseModel, ValidationError
 
 from sluice.api.manifest import ManifestErrors, load_query
+from sluice.api.runtime import (
+    ExecutorTarget,
+    Health,
+    Problem,
+    QueryList,
+    Registration,
+    Removed,
+    Suspend,
+    TargetAccepted,
+)
 
 from .executors import ExecutorScaler, ExecutorTargetError
 from .host import QueryHost
 
 HOST = web.AppKey("host", QueryHost)
 OPEN_PATHS = ("/healthz", "/metrics")
+M = TypeVar("M", bound=BaseModel)
+
+
+def _answer(model: BaseModel, status: int = 200) -> web.Response:
+    return web.json_response(model.model_dump(mode="json"), status=status)
 
 
 def _error(message: str, status: int) -> web.Response:
-    return web.json_response({"error": message}, status=status)
+    return _answer(Problem(error=message), status)
+
+
+class BadBody(Exception):
+    pass
+
+
+async def _body(request: web.Request, model: type[M], shape: str) -> M:
+    """The request's JSON body as `model`; BadBody with one sentence naming `shape` if it is not."""
+    try:
+        return model.model_validate_json(await request.read())
+    except ValidationError:
+        raise BadBody(f"the body must be {shape}") from None
 
 
 def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = REGISTRY,
                      executors: ExecutorScaler | None = None) -> web.Application:
-    executors = executors or ExecutorScaler(host.spark, stateful=host.stateful_batches)
+    scaler = executors or ExecutorScaler(host.spark, stateful=host.stateful_batches)
 
     @web.middleware
     async def auth(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
@@ -47,6 +77,8 @@ def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = 
                 return _error("a valid bearer token is required (Authorization: Bearer <token>)", 401)
         try:
             return await handler(request)
+        except BadBody as error:
+            return _error(str(error), 400)
         except web.HTTPException as error:
             if error.status >= 400:
                 return _error(f"{request.method} {request.path}: {error.reason.lower()}", error.status)
@@ -57,6 +89,9 @@ def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = 
 
     def key_of(request: web.Request) -> str:
         return f"{request.match_info['namespace']}/{request.match_info['name']}"
+
+    def not_hosted(key: str) -> web.Response:
+        return _error(f"query {key} is not hosted here", 404)
 
     async def put_query(request: web.Request) -> web.Response:
         try:
@@ -69,61 +104,50 @@ def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = 
             return _error(" ".join(f"{e.path}: {e.message}" if e.path else e.message for e in errors.errors), 400)
         if query.key != key_of(request):
             return _error(f"the manifest is {query.key} but the path names {key_of(request)}; make them agree", 400)
-        hosted = await blocking(lambda: host.add(query))
-        return web.json_response({"query": query.key, **host.status(query.key)}, status=200 if hosted.phase != "Failed" else 422)
+        await asyncio.wrap_future(host.post_add(query))
+        status = host.status(query.key)
+        return _answer(Registration(query=query.key, phase=status.phase, message=status.message, status=status))
 
     async def delete_query(request: web.Request) -> web.Response:
         key = key_of(request)
-        if key not in host.queries:
-            return _error(f"query {key} is not hosted here", 404)
-        await blocking(lambda: host.remove(key))
-        return web.json_response({"query": key, "deleted": True})
+        if not await asyncio.wrap_future(host.post_remove(key)):
+            return not_hosted(key)
+        return _answer(Removed(query=key, deleted=True))
 
     async def suspend_query(request: web.Request) -> web.Response:
         key = key_of(request)
-        if key not in host.queries:
-            return _error(f"query {key} is not hosted here", 404)
-        try:
-            flag = json.loads(await request.read())["suspend"]
-        except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
-            return _error('the body must be {"suspend": true} or {"suspend": false}', 400)
-        if not isinstance(flag, bool):
-            return _error('suspend must be true or false', 400)
-        await blocking(lambda: host.suspend(key, flag))
-        return web.json_response({"query": key, **host.status(key)})
+        body = await _body(request, Suspend, '{"suspend": true} or {"suspend": false}')
+        if not await asyncio.wrap_future(host.post_suspend(key, body.suspend)):
+            return not_hosted(key)
+        return _answer(host.status(key))
 
     async def get_queries(request: web.Request) -> web.Response:
-        return web.json_response({"queries": await blocking(host.statuses)})
+        return _answer(QueryList(queries=host.statuses()))
 
     async def get_query(request: web.Request) -> web.Response:
         key = key_of(request)
-        if key not in host.queries:
-            return _error(f"query {key} is not hosted here", 404)
-        host.refresh()
-        return web.json_response({"query": key, **host.status(key)})
+        try:
+            return _answer(host.status(key))
+        except KeyError:
+            return not_hosted(key)
 
     async def get_executors(request: web.Request) -> web.Response:
         try:
-            return web.json_response(await blocking(executors.state))
+            return _answer(await blocking(scaler.state))
         except (ExecutorTargetError, OSError) as error:
             return _error(f"cannot list executors: {error}", 503)
 
     async def put_executors(request: web.Request) -> web.Response:
+        body = await _body(request, ExecutorTarget, '{"target": N} with N a whole number of executors, 0 or more')
         try:
-            target = json.loads(await request.read())["target"]
-        except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
-            return _error('the body must be {"target": N} with N a whole number of executors', 400)
-        if not isinstance(target, int) or isinstance(target, bool) or target < 0:
-            return _error("target must be a whole number of executors, 0 or more", 400)
-        try:
-            accepted = await blocking(lambda: executors.set_target(target))
+            accepted = await blocking(lambda: scaler.set_target(body.target))
         except ExecutorTargetError as error:
             return _error(str(error), 409)
         # 202: Spark starts executors, and surplus ones drain, in the background (GET shows progress)
-        return web.json_response({"target": target, "accepted": accepted}, status=202)
+        return _answer(TargetAccepted(target=body.target, accepted=accepted), 202)
 
     async def healthz(request: web.Request) -> web.Response:
-        return web.json_response({"ok": True, "queries": len(host.queries)})
+        return _answer(Health(ok=True, queries=len(host.queries)))
 
     async def metrics(request: web.Request) -> web.Response:
         body = generate_latest(registry) + generate_latest(host.metrics.registry)
@@ -144,7 +168,7 @@ def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = 
     app[HOST] = host
 
     async def stop_scaler(app: web.Application) -> None:
-        executors.stop()
+        scaler.stop()
 
     app.on_cleanup.append(stop_scaler)
     return app

@@ -36,6 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sluice.api.runtime import ExecutorInfo, ExecutorState
+
+from .batching import settled
 from .stages import spark_time
 
 log = logging.getLogger("sluice.runtime.executors")
@@ -141,18 +144,18 @@ class ExecutorScaler:
         with urllib.request.urlopen(self._url(), timeout=5) as response:
             return parse_executors(json.loads(response.read()))
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> ExecutorState:
         executors = self.executors()
         listed = {e.id for e in executors}
         with self._lock:
             target = self._target
-            return {
-                "current": len(executors),
-                "target": target.value if target else None,
-                "removing": sorted(target.removing & listed) if target else [],
-                "removed": list(target.killed) if target else [],
-                "executors": [{"id": e.id, "activeTasks": e.active_tasks} for e in executors],
-            }
+            return ExecutorState(
+                current=len(executors),
+                target=target.value if target else None,
+                removing=sorted(target.removing & listed) if target else [],
+                removed=list(target.killed) if target else [],
+                executors=[ExecutorInfo(id=e.id, activeTasks=e.active_tasks) for e in executors],
+            )
 
     # ------------------------------------------------------------------ writing
 
@@ -199,9 +202,8 @@ class ExecutorScaler:
                 return Step()
             target.removing &= listed
             held = self.stateful()
-            settled = all(held.get(key, count + 1) > count for key, count in self._mark.items())
             decision = plan(executors, target.value, frozenset(target.removing), target.since, self.clock(), self.grace,
-                            paced=bool(held), settled=settled)
+                            paced=bool(held), settled=settled(self._mark, held))
         if not decision.kill:
             return decision
         sc = self.spark.sparkContext

@@ -32,6 +32,17 @@ from sluice.api.query import (
 TS = "_sluice_ts"
 
 
+def spark_name(key: str) -> str:
+    """The query's name in Spark (queryName, FAIR pool of the `fair` policy): one name per key.
+
+    Letters and digits stay; every other byte of the key's UTF-8 becomes `_` and two hex digits
+    (`/` is `_2f`, `-` is `_2d`, `_` itself `_5f`), so two keys never share a name.
+    """
+    return "".join(
+        chr(b) if chr(b).isascii() and chr(b).isalnum() else f"_{b:02x}" for b in key.encode()
+    )
+
+
 @dataclass(frozen=True)
 class Plan:
     """What the builder made of a spec."""
@@ -39,9 +50,6 @@ class Plan:
     frame: Any
     """The streaming DataFrame (with `_sluice_ts`)."""
     output_mode: str
-    windowed: bool
-    window_size: float | None
-    watermark_delay: float
 
 
 def _source(spark: Any, query: StreamingQuery) -> Any:
@@ -107,8 +115,6 @@ def build(spark: Any, query: StreamingQuery) -> Plan:
 
     frame = _source(spark, query)
     windowed = False
-    window_size: float | None = None
-    delay = 0.0
     keys: list[Any] = []
     for step in query.spec.pipeline:
         if step.filter is not None:
@@ -120,13 +126,12 @@ def build(spark: Any, query: StreamingQuery) -> Plan:
             frame = frame.withColumn(step.withColumn.name, F.expr(step.withColumn.expr))
         elif step.watermark is not None:
             frame = frame.withWatermark(step.watermark.column, f"{step.watermark.delay.seconds} seconds")
-            delay = step.watermark.delay.seconds
         elif step.window is not None:
             w = step.window
             slide = f"{w.slide.seconds} seconds" if w.slide else None
             column = F.window(F.col(w.column), f"{w.size.seconds} seconds", slide)
             frame = frame.withColumn("window", column)
-            windowed, window_size = True, w.size.seconds
+            windowed = True
         elif step.groupBy is not None:
             keys = [F.col(k) for k in step.groupBy]
         elif step.aggregate is not None:
@@ -137,7 +142,7 @@ def build(spark: Any, query: StreamingQuery) -> Plan:
                 frame = frame.withColumn(TS, F.col("window.end"))
     stateful = query.spec.stateful
     mode = "append" if not stateful or windowed else "update"
-    return Plan(frame, mode, windowed, window_size, delay)
+    return Plan(frame, mode)
 
 
 def write_batch(frame: Any, query: StreamingQuery, batch_id: int) -> None:

@@ -18,25 +18,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sluice.api.constants import DEFAULT_POLICY, GATED_POLICIES, POLICIES
 from sluice.api.query import StreamingQuery
+from sluice.api.runtime import QueryStatus
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 
-from .host import QueryHost, spark_name
+from .host import QueryHost
+from .pipeline import spark_name
 from .session import SessionConfig, build_session
-
-GATED = ("cameo", "edf")
-POLICIES = ("fifo", "fair", "edf", "cameo")
 
 
 @dataclass
 class RunOptions:
-    policy: str = "cameo"
+    policy: str = DEFAULT_POLICY
     duration: float | None = None
     master: str = "local[*]"
     workdir: Path | None = None
     capacity: int | None = None
-    on_tick: Callable[[dict[str, dict[str, Any]]], None] | None = None
+    on_tick: Callable[[dict[str, QueryStatus]], None] | None = None
     tick: float = 1.0
     warmup: float = 0.0
     """Seconds at the start whose batches are left out of the latency figures."""
@@ -63,7 +63,7 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
     spark = build_session(config)
     gate = None
     fixed: Callable[[StreamingQuery], str | None] | None = None
-    if options.policy in GATED:
+    if options.policy in GATED_POLICIES:
         # Work-conserving by default: a Spark batch is many tasks, so capping whole batches at the
         # core count starves far-deadline queries and costs throughput. The gate orders requests
         # that arrive together; the FAIR bands give urgent tasks the slots at each task launch.
@@ -92,10 +92,10 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
                               "started_at": started, "queries": per_query}
     for key, status in statuses.items():
         per_query[key] = {
-            "p50_ms": status["p50_ms"], "p99_ms": status["p99_ms"], "max_ms": status["max_ms"],
-            "sla_ms": status["sla_ms"], "attainment": status["attainment_total"], "rows": status["rows"],
-            "output_rows": status["output_rows"], "batches": status["batches"], "phase": status["phase"],
-            "message": status["message"], "bands": status["bands"],
+            "p50_ms": status.p50_ms, "p99_ms": status.p99_ms, "max_ms": status.max_ms,
+            "sla_ms": status.sla_ms, "attainment": status.attainment_total, "rows": status.rows,
+            "output_rows": status.output_rows, "batches": status.batches, "phase": status.phase,
+            "message": status.message, "bands": status.bands,
         }
         if options.timeline:
             window = host.queries[key].window
@@ -124,20 +124,20 @@ def install_interrupt(stop: threading.Event) -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-def live_table(statuses: dict[str, dict[str, Any]]) -> Any:
+def live_table(statuses: dict[str, QueryStatus]) -> Any:
     from rich.table import Table
 
     table = Table(title="sluice run", expand=False)
     for column in ("query", "phase", "in rows/s", "p50 ms", "p99 ms", "SLA ms", "attainment", "batches", "scheduler"):
         table.add_column(column, justify="left" if column in ("query", "phase", "scheduler") else "right")
     for key, s in statuses.items():
-        att = s["attainment"]
-        late = s["p99_ms"] is not None and s["p99_ms"] > s["sla_ms"]
-        p99 = "-" if s["p99_ms"] is None else f"[{'red' if late else 'green'}]{s['p99_ms']:.0f}[/]"
+        att = s.attainment
+        late = s.p99_ms is not None and s.p99_ms > s.sla_ms
+        p99 = "-" if s.p99_ms is None else f"[{'red' if late else 'green'}]{s.p99_ms:.0f}[/]"
         table.add_row(
-            key, s["phase"] if not s["message"] else f"{s['phase']}: {s['message'][:60]}",
-            f"{s['input_rate']:.0f}", "-" if s["p50_ms"] is None else f"{s['p50_ms']:.0f}", p99,
-            f"{s['sla_ms']:.0f}", "-" if att is None else f"{att:.1%}", str(s["batches"]), s["scheduler"],
+            key, s.phase if not s.message else f"{s.phase}: {s.message[:60]}",
+            f"{s.input_rate:.0f}", "-" if s.p50_ms is None else f"{s.p50_ms:.0f}", p99,
+            f"{s.sla_ms:.0f}", "-" if att is None else f"{att:.1%}", str(s.batches), s.scheduler,
         )
     return table
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sluice.api.constants import BANDS
 from sluice.scheduler.bands import fairscheduler_xml
 
 KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13"
@@ -24,7 +25,7 @@ def kafka_package() -> str:
 class SessionConfig:
     master: str = "local[*]"
     app_name: str = "sluice-runtime"
-    bands: int = 8
+    bands: int = BANDS
     scheduling: str = "FAIR"
     """FAIR (bands) or FIFO (the `fifo` baseline)."""
     shuffle_partitions: int = 4

@@ -4,6 +4,10 @@ The gate names every batch's jobs `sluice <tenant/name> batch <id>`; completed s
 description, so each stage's run time, CPU time, shuffle fetch wait and records can be summed per
 query (for DS2's true processing rate: useful time = run time - shuffle fetch wait) and per
 batch (for the critical path). `parse_stages` is pure; `StagePoller` is the thin thread around it.
+
+Under FAIR scheduling stages finish out of order (stage 9 may complete after stage 10), so the
+poller remembers which stage attempts it has taken, not the highest id. The memory is bounded
+by what Spark lists: an attempt Spark no longer lists never comes back, so it is forgotten.
 """
 
 from __future__ import annotations
@@ -12,10 +16,12 @@ import json
 import re
 import threading
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from .critical_path import StageSpan
 
 _DESCRIPTION = re.compile(r"sluice (\S+/\S+) batch (\d+)")
 
@@ -30,14 +36,18 @@ class StageCost:
     cpu_seconds: float
     shuffle_fetch_wait_seconds: float
     input_records: int
-    output_records: int
     shuffle_read_records: int
-    shuffle_write_records: int
-    tasks: int
     submitted: float = 0.0
     """Epoch seconds; with first_task and completed: the stage's place on the batch's timeline."""
     first_task: float = 0.0
     completed: float = 0.0
+
+    @property
+    def span(self) -> StageSpan | None:
+        """The stage's place on its batch's timeline (critical path), if Spark gave its times."""
+        if not (self.submitted and self.completed):
+            return None
+        return StageSpan(self.name.split(" at ")[0], self.submitted, self.first_task or self.submitted, self.completed)
 
     @property
     def useful_seconds(self) -> float:
@@ -55,11 +65,24 @@ def spark_time(text: Any) -> float:
         return 0.0
 
 
-def parse_stages(stages: list[dict[str, Any]], after: int) -> list[StageCost]:
-    """Completed sluice stages with an id above `after`, from /api/v1/applications/<app>/stages."""
+StageAttempt = tuple[int, int]
+"""(stage id, attempt id): a retried stage's attempts each did work."""
+
+
+def attempt_of(stage: dict[str, Any]) -> StageAttempt:
+    return int(stage.get("stageId", -1)), int(stage.get("attemptId", 0))
+
+
+def completed_attempts(stages: list[dict[str, Any]]) -> set[StageAttempt]:
+    """Every completed stage attempt Spark lists now (sluice's or not)."""
+    return {attempt_of(s) for s in stages if s.get("status") == "COMPLETE"}
+
+
+def parse_stages(stages: list[dict[str, Any]], seen: Container[StageAttempt]) -> list[StageCost]:
+    """Completed sluice stages not in `seen`, from /api/v1/applications/<app>/stages, by stage id."""
     out = []
     for stage in stages:
-        if stage.get("status") != "COMPLETE" or int(stage.get("stageId", -1)) <= after:
+        if stage.get("status") != "COMPLETE" or attempt_of(stage) in seen:
             continue
         match = _DESCRIPTION.search(stage.get("description") or "")
         if not match:
@@ -68,9 +91,7 @@ def parse_stages(stages: list[dict[str, Any]], after: int) -> list[StageCost]:
             int(stage["stageId"]), match.group(1), int(match.group(2)), str(stage.get("name", "")),
             stage.get("executorRunTime", 0) / 1000, stage.get("executorCpuTime", 0) / 1e9,
             stage.get("shuffleFetchWaitTime", 0) / 1000, int(stage.get("inputRecords", 0)),
-            int(stage.get("outputRecords", 0)), int(stage.get("shuffleReadRecords", 0)),
-            int(stage.get("shuffleWriteRecords", 0)), int(stage.get("numCompleteTasks", 0)),
-            spark_time(stage.get("submissionTime")), spark_time(stage.get("firstTaskLaunchedTime")),
+            int(stage.get("shuffleReadRecords", 0)), spark_time(stage.get("submissionTime")), spark_time(stage.get("firstTaskLaunchedTime")),
             spark_time(stage.get("completionTime")),
         ))
     return sorted(out, key=lambda s: s.stage_id)
@@ -83,7 +104,8 @@ class StagePoller:
         self.url = f"{ui_url.rstrip('/')}/api/v1/applications/{app_id}/stages?status=complete"
         self.sink = sink
         self.interval = interval
-        self.last = -1
+        self.seen: set[StageAttempt] = set()
+        """Completed attempts already handed on, among those Spark still lists."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sluice-stages", daemon=True)
 
@@ -93,9 +115,10 @@ class StagePoller:
 
     def poll(self) -> list[StageCost]:
         with urllib.request.urlopen(self.url, timeout=5) as response:
-            stages = parse_stages(json.loads(response.read()), self.last)
+            listed = json.loads(response.read())
+        stages = parse_stages(listed, self.seen)
+        self.seen = completed_attempts(listed)
         if stages:
-            self.last = stages[-1].stage_id
             self.sink(stages)
         return stages
 

@@ -9,8 +9,9 @@ import signal
 
 from aiohttp import web
 
+from sluice.api.constants import BANDS, DEFAULT_POLICY, POLICIES, SCHEDULER_PORT
+
 from .core import Scheduler
-from .policies import POLICIES
 from .server import SERVICE, SchedulerService, make_app
 
 
@@ -38,11 +39,11 @@ async def serve(app: web.Application, host: str, port: int, unix: str | None) ->
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m sluice.scheduler", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")
-    parser.add_argument("--port", type=int, default=8470, help="TCP port (0 picks a free one)")
+    parser.add_argument("--port", type=int, default=SCHEDULER_PORT, help="TCP port (0 picks a free one)")
     parser.add_argument("--unix", metavar="PATH", help="listen on this Unix socket instead of TCP")
-    parser.add_argument("--policy", default="cameo", choices=sorted(POLICIES), help="dispatch policy")
+    parser.add_argument("--policy", default=DEFAULT_POLICY, choices=POLICIES, help="dispatch policy")
     parser.add_argument("--capacity", type=int, default=2, help="batches in flight at once (the pool's task slots)")
-    parser.add_argument("--bands", type=int, default=8, help="FAIR priority bands")
+    parser.add_argument("--bands", type=int, default=BANDS, help="FAIR priority bands")
     parser.add_argument("--max-wait", type=float, default=30.0, help="seconds before a waiting batch is served first (aging)")
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args(argv)

@@ -31,16 +31,15 @@ def band_weights(bands: int) -> dict[str, int]:
     return {band_name(i): 2 ** (bands - 1 - i) for i in range(bands)}
 
 
-def fairscheduler_xml(bands: int, min_share: int = 0) -> str:
+def fairscheduler_xml(bands: int) -> str:
     """The `spark.scheduler.allocation.file` content for the band ladder (plus `default`)."""
     lines = ['<?xml version="1.0"?>', "<allocations>"]
     for name, weight in band_weights(bands).items():
-        share = min_share if name == band_name(0) else 0
         lines += [
             f'  <pool name="{name}">',
             "    <schedulingMode>FIFO</schedulingMode>",
             f"    <weight>{weight}</weight>",
-            f"    <minShare>{share}</minShare>",
+            "    <minShare>0</minShare>",
             "  </pool>",
         ]
     lines += [

@@ -55,7 +55,6 @@ class SchedulerClient:
         self.wait = wait
         self._local = threading.local()
         self.mode = "gated"
-        self.fail_opens = 0
 
     # ------------------------------------------------------------------ transport
 
@@ -157,6 +156,5 @@ class SchedulerClient:
 
     def _fail_open(self, request: BatchRequest, started: float) -> Grant:
         self.mode = "fail-open"
-        self.fail_opens += 1
         FAIL_OPEN.inc()
         return Grant(request.query, request.batch_id, DEFAULT_BAND, 1, 0.0, 0.0, time.monotonic() - started, fail_open=True)

@@ -12,12 +12,18 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from sluice.api.constants import BANDS
 
 from .bands import DEFAULT_BAND, band_for_slack, band_name
 from .costs import CostModel
 from .policies import BatchRequest, Policy, QuerySpec, frontier, make_policy
+
+
+def covers(first: int, last: int, batch_id: int) -> bool:
+    """Whether a slot granted for batches first..last (a group grant when last > first) holds `batch_id`."""
+    return first <= batch_id <= last
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +45,11 @@ class Grant:
     fail_open: bool = False
     """Not a real grant: the scheduler was unreachable and the runtime went ahead ungated."""
 
+    @property
+    def last(self) -> int:
+        """The last batch id this grant covers."""
+        return self.batch_id + self.k - 1
+
 
 @dataclass(frozen=True, slots=True)
 class Completion:
@@ -49,7 +60,6 @@ class Completion:
     seconds: float
     """Measured cost of the batch's action."""
     rows: int = 0
-    stages: Mapping[str, float] = field(default_factory=dict)
     tail: float | None = None
     """Seconds after the action until the batch committed (C_path feedback)."""
     coordination: float = 0.0
@@ -125,7 +135,7 @@ class Scheduler:
         self,
         policy: str | Policy = "cameo",
         capacity: int = 2,
-        bands: int = 8,
+        bands: int = BANDS,
         max_wait: float = 30.0,
         costs: CostModel | None = None,
         group: GroupTuning | None = None,
@@ -179,7 +189,7 @@ class Scheduler:
         if state is None:
             raise SchedulerError(f"query {request.query!r} is not registered; register it first")
         for first, running in list(state.in_flight.items()):
-            if first <= request.batch_id <= running.last:
+            if covers(first, running.last, request.batch_id):
                 raise SchedulerError(f"batch {request.batch_id} of {request.query} is already granted")
             if request.batch_id > running.last:
                 # the query moved past this slot's batches without reporting them all: free it
@@ -283,7 +293,7 @@ class Scheduler:
         if state is None:
             return
         for first, running in list(state.in_flight.items()):
-            if first <= batch_id <= running.last:
+            if covers(first, running.last, batch_id):
                 del state.in_flight[first]
                 self.in_flight -= 1
                 return
@@ -295,7 +305,7 @@ class Scheduler:
             return  # unregistered meanwhile
         seconds, coordination, last = done.seconds, done.coordination, True
         for first, running in list(state.in_flight.items()):
-            if first <= done.batch_id <= running.last:
+            if covers(first, running.last, done.batch_id):
                 running.seconds += done.seconds
                 running.coordination += done.coordination
                 last = done.batch_id == running.last
@@ -304,7 +314,7 @@ class Scheduler:
                     self.in_flight -= 1
                     seconds, coordination = running.seconds, running.coordination
                 break
-        self.costs.observe(done.query, done.rows, done.seconds, done.stages, done.tail)
+        self.costs.observe(done.query, done.rows, done.seconds, done.tail)
         if last:  # AIMD moves once per grant, on the coordination share of its whole group
             busy = seconds + coordination
             share = coordination / busy if busy > 0 else 0.0

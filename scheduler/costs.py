@@ -20,7 +20,6 @@ starts from a conservative prior until it has `warmup` samples.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
@@ -59,12 +58,11 @@ class QueryCost:
     tail: float = 0.0
     recent: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=64))
     residuals: deque[float] = field(default_factory=lambda: deque(maxlen=64))
-    stages: dict[str, float] = field(default_factory=dict)
 
     def _learned(self, rows: int) -> float:
         return self.fixed + self.per_row * max(rows, 0)
 
-    def observe(self, rows: int, seconds: float, stages: Mapping[str, float] | None, tail: float | None) -> None:
+    def observe(self, rows: int, seconds: float, tail: float | None) -> None:
         seconds = max(seconds, 0.0)
         clipped = seconds
         if self.samples > 0:
@@ -88,9 +86,6 @@ class QueryCost:
             self._fit()
         if tail is not None:
             self.tail += self.alpha * (max(tail, 0.0) - self.tail)
-        for stage, cost in (stages or {}).items():
-            old = self.stages.get(stage)
-            self.stages[stage] = cost if old is None else old + self.alpha * (cost - old)
 
     def _fit(self) -> None:
         """Once recent batches differ in size (3x or more), fit cost = fixed + per_row * rows to them.
@@ -144,12 +139,9 @@ class CostModel:
             cost = self._queries[query] = QueryCost(self.prior)
         return cost
 
-    def observe(
-        self, query: str, rows: int, seconds: float,
-        stages: Mapping[str, float] | None = None, tail: float | None = None,
-    ) -> None:
-        """Learn from a completed batch: its rows, cost in seconds, optional per-stage costs and tail."""
-        self._get(query).observe(rows, seconds, stages, tail)
+    def observe(self, query: str, rows: int, seconds: float, tail: float | None = None) -> None:
+        """Learn from a completed batch: its rows, cost in seconds and, if known, its tail (C_path)."""
+        self._get(query).observe(rows, seconds, tail)
 
     def estimate(self, query: str, rows: int) -> float:
         """C_M: the expected cost in seconds of a batch of `rows` rows of `query`."""
@@ -162,10 +154,6 @@ class CostModel:
         """C_path: the expected cost of what must still run after the batch's action."""
         cost = self._queries.get(query)
         return self.prior.tail if cost is None else cost.path()
-
-    def stages(self, query: str) -> dict[str, float]:
-        cost = self._queries.get(query)
-        return dict(cost.stages) if cost else {}
 
     def samples(self, query: str) -> int:
         cost = self._queries.get(query)

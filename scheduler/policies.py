@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
+from sluice.api.constants import POLICIES
+
 from .costs import CostModel
 
 
@@ -28,10 +30,6 @@ class QuerySpec:
     """Event-time window length in seconds for windowed aggregations; None for stateless pipelines."""
     watermark_delay: float = 0.0
     """Allowed lateness in seconds: a window closes when the watermark passes its end."""
-
-    @property
-    def windowed(self) -> bool:
-        return self.window_size is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,13 +155,14 @@ class Fair:
         return None
 
 
-POLICIES: dict[str, type[Fifo] | type[Fair] | type[Edf] | type[Cameo]] = {
+IMPLEMENTATIONS: dict[str, type[Fifo] | type[Fair] | type[Edf] | type[Cameo]] = {
     p.name: p for p in (Fifo, Fair, Edf, Cameo)
 }
+"""The class behind each name of `sluice.api.constants.POLICIES` (a test keeps the two equal)."""
 
 
 def make_policy(name: str) -> Policy:
     try:
-        return POLICIES[name]()
+        return IMPLEMENTATIONS[name]()
     except KeyError:
         raise ValueError(f"unknown policy {name!r}; use one of {', '.join(POLICIES)}") from None

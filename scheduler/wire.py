@@ -44,7 +44,6 @@ class Completed(Wire):
     batchId: int = Field(ge=0)
     durationMs: float = Field(ge=0)
     rows: int = Field(default=0, ge=0)
-    stagesMs: dict[str, float] = Field(default_factory=dict, max_length=256)
     tailMs: float | None = Field(default=None, ge=0)
     coordinationMs: float = Field(default=0.0, ge=0)
     latencyMs: float | None = Field(default=None, ge=0)
@@ -52,7 +51,6 @@ class Completed(Wire):
     def completion(self, query: str) -> Completion:
         return Completion(
             query, self.batchId, self.durationMs / 1000, self.rows,
-            {k: v / 1000 for k, v in self.stagesMs.items()},
             None if self.tailMs is None else self.tailMs / 1000,
             self.coordinationMs / 1000, None if self.latencyMs is None else self.latencyMs / 1000,
         )
@@ -61,7 +59,6 @@ class Completed(Wire):
     def of(cls, c: Completion) -> Completed:
         return cls(
             batchId=c.batch_id, durationMs=c.seconds * 1000, rows=c.rows,
-            stagesMs={k: v * 1000 for k, v in c.stages.items()},
             tailMs=None if c.tail is None else c.tail * 1000, coordinationMs=c.coordination * 1000,
             latencyMs=None if c.latency is None else c.latency * 1000,
         )

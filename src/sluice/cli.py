@@ -7,8 +7,10 @@ from pathlib import Path
 
 import click
 
+from sluice.api.constants import DEFAULT_POLICY, POLICIES
 from sluice.api.manifest import ManifestError, parse_text
 from sluice.api.query import StreamingQuery
+from sluice.api.runtime import QueryStatus
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -105,7 +107,7 @@ def _duration(value: str | None, option: str) -> float | None:
 @click.argument("more", nargs=-1)
 @click.option("--duration", help="Stop cleanly after this long, e.g. 60s (default: until Ctrl-C).")
 @click.option("--report", type=click.Path(dir_okay=False), help="Write a JSON report here when the run ends.")
-@click.option("--policy", type=click.Choice(["fifo", "fair", "edf", "cameo"]), help="Override the pool's policy (default cameo).")
+@click.option("--policy", type=click.Choice(POLICIES), help=f"Override the pool's policy (default {DEFAULT_POLICY}).")
 @click.option("--workdir", type=click.Path(file_okay=False), help="Checkpoints and Spark files (default: a new temp dir). Reuse it to resume.")
 @click.option("--warmup", help="Leave batches of the first this-long out of the latency figures, e.g. 15s.")
 @click.option("--timeline", is_flag=True, help="Put every batch's latencies in the report (for plots).")
@@ -122,10 +124,10 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, rep
     seconds = _duration(duration, "--duration")
     stop = threading.Event()
     runner.install_interrupt(stop)
-    chosen = policy or pool_policy or "cameo"
+    chosen = policy or pool_policy or DEFAULT_POLICY
     click.echo(f"starting Spark (local[*]) with {len(queries)} quer{'y' if len(queries) == 1 else 'ies'} under {chosen} ...", err=True)
     with Live(auto_refresh=False, redirect_stderr=False) as live:
-        def tick(statuses: dict[str, dict[str, object]]) -> None:
+        def tick(statuses: dict[str, QueryStatus]) -> None:
             live.update(runner.live_table(statuses), refresh=True)
 
         options = runner.RunOptions(policy=chosen, duration=seconds, stop=stop, on_tick=tick,
@@ -157,9 +159,9 @@ def demo(seconds: float, folder: str, policies: str, report: str | None) -> None
         sys.exit(1)
     queries, _ = _load_queries(files)
     chosen = [p.strip() for p in policies.split(",") if p.strip()]
-    unknown = [p for p in chosen if p not in runner.POLICIES]
+    unknown = [p for p in chosen if p not in POLICIES]
     if unknown:
-        click.echo(f"--policies: unknown {', '.join(unknown)}; use fifo, fair, edf or cameo.", err=True)
+        click.echo(f"--policies: unknown {', '.join(unknown)}; use {', '.join(POLICIES)}.", err=True)
         sys.exit(1)
     import threading
 
@@ -316,9 +318,9 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str) -> None:
     from sluice.testing.kafka import KafkaUnavailable
 
     chosen = [p.strip() for p in policies.split(",") if p.strip()]
-    unknown = [p for p in chosen if p not in cameo_bench.POLICIES]
+    unknown = [p for p in chosen if p not in POLICIES]
     if unknown or not chosen:
-        click.echo(f"--policies: use some of fifo, fair, cameo (got {policies!r}).", err=True)
+        click.echo(f"--policies: use some of {', '.join(POLICIES)} (got {policies!r}).", err=True)
         sys.exit(1)
     try:
         cameo_bench.load_scenario(Path(scenario))

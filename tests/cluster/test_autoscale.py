@@ -6,7 +6,6 @@ pool's `sluice.dev/runtime-url` points the operator at that runtime on loopback.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 
 from .controlplane import ControlPlane, free_port
-from .test_operator import World, condition, open_world, pool, query, wait_for
+from .test_operator import World, condition, ds2_utilization, open_world, pool, query, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
 
@@ -37,11 +36,10 @@ def test_ds2_grows_and_shrinks_a_real_application(elastic: World) -> None:
     world.apply(query("steady", "team-a", pool_name="elastic"))
     # the application started with three executors; the pool asks for its size (1) and the runtime drains two
     wait_for(lambda: status(world).get("executors") == {"current": 1, "target": 1}, timeout=90, what="one executor")
-    wait_for(lambda: (h := world.host.queries.get("team-a/steady")) and h.measured_load()["batches"] >= 2,
+    wait_for(lambda: (h := world.host.queries.get("team-a/steady")) and h.measured_load().batches >= 2,
              timeout=90, what="the query's load measured")
 
-    os.environ["SLUICE_DS2_UTILIZATION"] = "0.0001"  # the same load now needs more than the pool allows
-    try:
+    with ds2_utilization(0.0001):  # the same load now needs more than the pool allows
         grown = wait_for(lambda: (d := status(world).get("lastScalingDecision")) and d["toExecutors"] == 2 and d,
                          timeout=60, what="DS2 deciding to grow")
         assert grown["fromExecutors"] == 1 and "capped at maxExecutors 2" in grown["reason"]
@@ -50,8 +48,6 @@ def test_ds2_grows_and_shrinks_a_real_application(elastic: World) -> None:
         at = wait_for(lambda: (c := condition(world.get("sp", "elastic"), "Scaled")) and c["reason"] == "AtTarget" and c,
                       timeout=30, what="Scaled AtTarget at two")
         assert "2 of 2 executors running; DS2:" in at["message"]
-    finally:
-        os.environ.pop("SLUICE_DS2_UTILIZATION")
 
     shrunk = wait_for(lambda: (d := status(world).get("lastScalingDecision")) and d["toExecutors"] == 1 and d,
                       timeout=60, what="DS2 deciding to shrink at the default utilization")

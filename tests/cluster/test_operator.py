@@ -12,12 +12,13 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sluice.operator import settings
 from sluice.runtime.control import make_control_app
 from sluice.runtime.host import QueryHost
 from sluice.scheduler.core import Scheduler
@@ -102,6 +103,7 @@ def open_world(plane: ControlPlane, spark: Any, checkpoints: Path, **env: str) -
            "SLUICE_STATUS_INTERVAL": "2", "SLUICE_POOL_SYNC_INTERVAL": "2", **env}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
+    settings.use(None)  # the operator reads its environment again
     host = QueryHost(spark, checkpoints, LocalScheduler(Scheduler("cameo", capacity=2)))
     world = World(plane, host, start_operator())
     try:
@@ -116,6 +118,18 @@ def open_world(plane: ControlPlane, spark: Any, checkpoints: Path, **env: str) -
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+        settings.use(None)
+
+
+@contextlib.contextmanager
+def ds2_utilization(value: float) -> Iterator[None]:
+    """The in-process operator's DS2 utilization, for a while."""
+    before = settings.current()
+    settings.use(replace(before, ds2_utilization=value))
+    try:
+        yield
+    finally:
+        settings.use(before)
 
 
 @pytest.fixture(scope="module")
@@ -249,18 +263,15 @@ def test_ds2_sizes_a_pool_without_a_fixed_count_from_measured_rates(world: World
     into more executors than the pool allows, so the decision is capped and says so."""
     world.apply(query("measured", "team-a"))
     status = wait_for(lambda: (world.host.queries.get("team-a/measured") and
-                               (s := world.host.status("team-a/measured"))["load"]["batches"] >= 2 and s),
+                               (s := world.host.status("team-a/measured")).load.batches >= 2 and s),
                       timeout=90, what="useful task seconds measured for a query")
-    assert status["load"]["usefulSeconds"] > 0 and status["load"]["rows"] > 0
-    os.environ["SLUICE_DS2_UTILIZATION"] = "0.0001"
-    try:
+    assert status.load.usefulSeconds > 0 and status.load.rows > 0
+    with ds2_utilization(0.0001):
         port = free_port()
         world.apply(pool("auto", port, minExecutors=1, maxExecutors=3))
         world.serve_pool_runtime("auto", port)
         decision = wait_for(lambda: ((world.get("sp", "auto") or {}).get("status") or {}).get("lastScalingDecision"),
                             timeout=60, what="a DS2 decision in status")
-    finally:
-        os.environ.pop("SLUICE_DS2_UTILIZATION")
     assert decision["fromExecutors"] == 1 and decision["toExecutors"] == 3
     assert "capped at maxExecutors 3" in decision["reason"] and "growing from 1" in decision["reason"]
     body = world.get("sp", "auto")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from pathlib import Path
@@ -92,7 +93,7 @@ def test_every_event_is_counted_once_across_a_restart(kafka_spark: Any, broker: 
         seqs = [r["seq"] for r in kafka_spark.read.parquet(str(out)).select("seq").collect()]
         assert len(seqs) == total and len(set(seqs)) == total and set(seqs) == set(range(total))
         status = second.status("t/copy")
-        assert status["p99_ms"] is not None and status["p99_ms"] < 30_000
+        assert status.p99_ms is not None and status.p99_ms < 30_000
     finally:
         second.stop_all()
 
@@ -112,3 +113,50 @@ def test_unreachable_broker_or_missing_topic_waits_with_a_sentence(kafka_spark: 
         assert nowhere.phase == "Pending"
     finally:
         host.stop_all()
+
+
+def test_a_pending_query_starts_once_however_many_ask(kafka_spark: Any, broker: KafkaBroker, tmp_path: Path,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """Retries once ran unlocked from several threads: each started the query, every start but
+    one failed ("already active"), and the query showed Failed until the last one returned."""
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+    from sluice.runtime.pipeline import spark_name
+
+    started: list[str] = []
+
+    class Starts(StreamingQueryListener):
+        def onQueryStarted(self, event: Any) -> None:
+            started.append(str(event.name))
+
+        def onQueryProgress(self, event: Any) -> None:
+            return None
+
+        def onQueryIdle(self, event: Any) -> None:
+            return None
+
+        def onQueryTerminated(self, event: Any) -> None:
+            return None
+
+    starts = Starts()
+    kafka_spark.streams.addListener(starts)
+    host = QueryHost(kafka_spark, tmp_path / "ck", LocalScheduler(Scheduler("cameo", capacity=2)), retry_every=0.2)
+    try:
+        late = host.add(kafka_query("late", broker.bootstrap, "late-topic", {"type": "memory"}))
+        assert late.phase == "Pending"
+        caplog.set_level(logging.WARNING, logger="sluice.runtime")
+        broker.create_topic("late-topic")
+        time.sleep(0.3)
+        askers = [threading.Thread(target=host.refresh) for _ in range(4)]
+        for asker in askers:
+            asker.start()
+        for asker in askers:
+            asker.join(60)
+        assert late.phase == "Running", late.message
+        wait_for(lambda: spark_name("t/late") in started, 30, "the query's start event")
+        time.sleep(2)  # any second start would be reported by now
+        assert started.count(spark_name("t/late")) == 1, started
+        assert not [r.message for r in caplog.records if "failed to start" in r.message]
+    finally:
+        host.stop_all()
+        kafka_spark.streams.removeListener(starts)

@@ -87,3 +87,25 @@ def test_refuses_without_token_and_bad_input_with_a_sentence(api: tuple[str, Que
     assert code == 409 and "cluster manager" in body["error"]  # local[*] has no executors to request
     assert call(f"{url}/v1/executors", "PUT", {"target": -1})[0] == 400
     assert host.queries == {}
+
+
+def test_status_reads_never_wait_for_a_query_to_start(api: tuple[str, QueryHost]) -> None:
+    """Retrying a Pending query (a Kafka check that takes seconds to time out, then Spark's start)
+    once ran on the API's event loop when a status was read, so /healthz stalled behind it."""
+    url, host = api
+    host.retry_every = 0.3
+    manifest = yaml.safe_load((ROOT / "examples" / "kafka-clicks.yaml").read_text())
+    for end in ("source", "sink"):
+        manifest["spec"][end]["bootstrapServers"] = "127.0.0.1:1"  # nothing listens there
+    code, body = call(f"{url}/v1/queries/analytics/checkout-clicks", "PUT", manifest)
+    assert code == 200 and body["phase"] == "Pending" and "127.0.0.1:1" in body["message"]
+    assert body["status"]["phase"] == "Pending"
+    time.sleep(0.4)  # the retry is due now
+    for _ in range(5):
+        started = time.monotonic()
+        code, body = call(f"{url}/v1/queries/analytics/checkout-clicks", "GET")
+        health, _ = call(f"{url}/healthz", "GET", token=None)
+        elapsed = time.monotonic() - started
+        assert code == 200 and body["phase"] == "Pending" and health == 200
+        # the Kafka check alone takes 5 s to time out: a read that waited for it would take that long
+        assert elapsed < 2.5, f"a status read took {elapsed:.1f} s"

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from sluice.api.query import StreamingQuery
+from sluice.api.runtime import QueryStatus
 from sluice.runtime.host import QueryHost
 from sluice.scheduler.client import SchedulerClient
 from sluice.scheduler.core import Completion, Scheduler
@@ -145,7 +146,7 @@ def test_batches_run_in_the_band_the_scheduler_chose(spark: Any, host_factory: A
     # the stage poller attributes the same stages' task metrics to the queries
     wait_for(lambda: urgent.stages and bulk.stages, 15, "stage metrics per query")
     assert all(seconds >= 0 for seconds in urgent.stages.values())
-    assert host.status("pay/urgent")["stages"]["batch"] in urgent.band_log
+    assert host.status("pay/urgent").stages.batch in urgent.band_log
 
 
 def test_gate_delays_a_stateful_batch_and_it_still_commits(host_factory: Any, tmp_path: Path) -> None:
@@ -190,12 +191,12 @@ def test_fail_open_when_the_scheduler_is_killed(host_factory: Any, tmp_path: Pat
         hosted = host.add(query("q", "t", files_source(data), [{"filter": "amount > 0"}]))
         write_rows(data, "0.json", [{"id": 0, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}])
         wait_for(lambda: len(hosted.memory) == 1, what="a gated batch")
-        assert host.status("t/q")["scheduler"] == "gated"
+        assert host.status("t/q").scheduler == "gated"
         proc.kill()
         proc.wait(10)
         write_rows(data, "1.json", [{"id": 1, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}])
         wait_for(lambda: len(hosted.memory) == 2, what="a batch after the scheduler died")
-        assert host.status("t/q")["scheduler"] == "fail-open"
+        assert host.status("t/q").scheduler == "fail-open"
         assert hosted.band_log[max(hosted.band_log)] == "default"
     finally:
         proc.kill()
@@ -223,11 +224,11 @@ def test_latency_matches_an_independent_measurement(host_factory: Any, tmp_path:
     watcher.join(60)
     independent = sorted(seen[i] - produced[i] for i in produced)
     status = host.status("t/lat")
-    p50 = status["p50_ms"] / 1000
+    p50 = status.p50_ms / 1000
     ind_p50 = independent[len(independent) // 2]
     # the runtime measures at commit, the watcher a little later (it polls every 10 ms)
     assert ind_p50 - 0.35 <= p50 <= ind_p50 + 0.05, (p50, ind_p50)
-    assert status["max_ms"] / 1000 <= independent[-1] + 0.05
+    assert status.max_ms / 1000 <= independent[-1] + 0.05
 
 
 def test_restart_from_checkpoint_loses_nothing(spark: Any, host_factory: Any, tmp_path: Path) -> None:
@@ -285,12 +286,12 @@ def test_critical_path_of_real_batches_names_a_bottleneck(host_factory: Any, tmp
         # the batch's progress (its phase times) has arrived before the next batch asks
         wait_for(lambda r=round_: sum(1 for t in hosted.timelines.values() if t.durations_ms) > r,  # type: ignore[misc]
                  what=f"batch {round_}'s progress")
-    status = wait_for_status(host, "t/path", lambda s: len(s["criticalPath"]) > 0 and s["bottleneck"], timeout=30)
-    shares = status["criticalPath"]
+    status = wait_for_status(host, "t/path", lambda s: len(s.criticalPath) > 0 and bool(s.bottleneck), timeout=30)
+    shares = status.criticalPath
     assert sum(shares.values()) == pytest.approx(1.0, abs=1e-3)
     assert any(label.startswith("stage ") for label in shares)  # Spark's stage times made it onto the path
     assert {"offsets", "planning", "driver"} <= set(shares)
-    assert status["bottleneck"].startswith(next(iter(shares))) and "% of the critical path" in status["bottleneck"]
+    assert status.bottleneck.startswith(next(iter(shares))) and "% of the critical path" in status.bottleneck
     # each measured batch's path covers its whole trigger time exactly (Spark's own figure)
     measured = [t for t in hosted.timelines.values() if t.durations_ms and t.stages]
     for timeline in measured:
@@ -301,7 +302,7 @@ def test_critical_path_of_real_batches_names_a_bottleneck(host_factory: Any, tmp
     assert len(tails) >= 2 and all(sent == pytest.approx(measured_) for sent, measured_ in tails)
 
 
-def wait_for_status(host: QueryHost, key: str, ok: Callable[[dict[str, Any]], Any], timeout: float) -> dict[str, Any]:
+def wait_for_status(host: QueryHost, key: str, ok: Callable[[QueryStatus], Any], timeout: float) -> QueryStatus:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         status = host.status(key)
@@ -328,4 +329,4 @@ def test_group_grants_let_later_batches_run_without_asking(host_factory: Any, tm
     # groups of 1, 2, 4, ... (a band change between groups takes one off k), so most batches never ask
     assert hosted.grouped >= 3 and asked <= 6
     assert sorted(r["id"] for r in hosted.memory) == list(range(90))  # every batch ran and committed
-    assert host.status("t/grouped")["groupedBatches"] == hosted.grouped
+    assert host.status("t/grouped").groupedBatches == hosted.grouped

@@ -8,13 +8,14 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from sluice.scheduler.bands import DEFAULT_BAND
-from sluice.scheduler.client import FAIL_OPEN, SchedulerClient
+from sluice.scheduler.client import SchedulerClient
 from sluice.scheduler.core import Completion, Scheduler
 from sluice.scheduler.costs import CostModel, CostPrior
 from sluice.scheduler.local import LocalScheduler
@@ -30,6 +31,15 @@ def served() -> Iterator[tuple[ServerThread, SchedulerService]]:
         yield server, service
     finally:
         server.stop()
+
+
+def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    """Wait for a state change the test can observe (never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
 
 
 def _post(url: str, body: bytes, method: str = "POST") -> tuple[int, str]:
@@ -106,15 +116,15 @@ def test_the_urgent_query_is_granted_first_over_http(served: tuple[ServerThread,
     holder = client.dispatch(BatchRequest("x/holder", 1))  # takes the only slot
     order: list[str] = []
 
-    def ask(key: str, delay: float) -> None:
-        time.sleep(delay)
+    def ask(key: str) -> None:
         SchedulerClient(server.url).dispatch(BatchRequest(key, 1, rows=10, oldest_event=time.time()))
         order.append(key)
 
-    threads = [threading.Thread(target=ask, args=("bulk/agg", 0.0)), threading.Thread(target=ask, args=("pay/filter", 0.1))]
-    for t in threads:
-        t.start()
-    time.sleep(0.4)
+    threads = [threading.Thread(target=ask, args=("bulk/agg",)), threading.Thread(target=ask, args=("pay/filter",))]
+    threads[0].start()
+    until(lambda: service.core.pending_count() == 1, "the bulk batch to wait")
+    threads[1].start()
+    until(lambda: service.core.pending_count() == 2, "the urgent batch to wait too")
     assert order == []  # both wait: the slot is held
     client.complete("x/holder", [Completion("x/holder", holder.batch_id, seconds=0.5)])
     threads[1].join(10)
@@ -196,10 +206,10 @@ def test_killed_sidecar_fails_open_and_a_restarted_one_gates_again() -> None:
         assert not client.dispatch(BatchRequest("pay/filter", 1)).fail_open
         proc.kill()
         proc.wait(10)
-        before = FAIL_OPEN._value.get()
+        before = REGISTRY.get_sample_value("sluice_runtime_scheduler_fail_open_total") or 0.0
         grant = client.dispatch(BatchRequest("pay/filter", 2))
         assert grant.fail_open and grant.band == DEFAULT_BAND and client.mode == "fail-open"
-        assert FAIL_OPEN._value.get() == before + 1
+        assert REGISTRY.get_sample_value("sluice_runtime_scheduler_fail_open_total") == before + 1
         proc, url = _start_sidecar(port)
         # the new sidecar knows nothing: the runtime registers again and is gated again
         assert client.register(spec)
@@ -224,10 +234,11 @@ def test_in_process_scheduler_orders_threads_like_the_sidecar() -> None:
 
     a = threading.Thread(target=ask, args=("bulk/agg",))
     a.start()
-    time.sleep(0.05)
+    until(lambda: local.core.pending_count() == 1, "the bulk batch to wait")
     b = threading.Thread(target=ask, args=("pay/filter",))
     b.start()
-    time.sleep(0.1)
+    until(lambda: local.core.pending_count() == 2, "the urgent batch to wait too")
+    assert order == []
     local.complete("x/holder", [Completion("x/holder", 1, seconds=0.1)])
     b.join(5)
     local.complete("pay/filter", [Completion("pay/filter", 1, seconds=0.1)])

@@ -1,0 +1,38 @@
+"""Sluice's constants, each written once: the API group, the policies, the band count, the ports.
+
+Everything else (CLI choices, builders, the Spark session, the scheduler core, the chart's
+defaults) imports them from here.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, get_args
+
+ApiVersion = Literal["sluice.dev/v1alpha1"]
+"""The resources' apiVersion, as a type for the models' `apiVersion` field."""
+API_VERSION: Final[ApiVersion] = get_args(ApiVersion)[0]
+GROUP, VERSION = API_VERSION.split("/")
+POOLS: Final = "streamingpools"
+QUERIES: Final = "streamingqueries"
+
+Policy = Literal["fifo", "fair", "edf", "cameo"]
+"""What each one means, in `sluice run`, the benchmark and the pool pod alike:
+fifo: Spark's FIFO scheduler, no gate. fair: Spark's FAIR scheduler with one equal pool per query
+(per tenant weight in the sidecar), no gate. edf: the gate orders batches by start deadline.
+cameo: the gate orders by start deadline with learned costs and puts each batch in a FAIR band."""
+POLICIES: Final[tuple[Policy, ...]] = get_args(Policy)
+GATED_POLICIES: Final[tuple[Policy, ...]] = ("edf", "cameo")
+"""Policies whose batches wait at the gate for the scheduler's grant."""
+DEFAULT_POLICY: Final[Policy] = "cameo"
+
+BANDS: Final = 8
+"""FAIR priority bands (pools band0..band7) written into fairscheduler.xml."""
+
+CONTROL_PORT: Final = 8480
+"""The pool runtime's control API (and its /metrics, /healthz)."""
+SCHEDULER_PORT: Final = 8470
+"""The scheduler sidecar, inside the pool pod."""
+OPERATOR_METRICS_PORT: Final = 8080
+"""The operator's /metrics and /healthz."""
+DRIVER_PORT: Final = 7078
+BLOCK_MANAGER_PORT: Final = 7079

@@ -1,0 +1,147 @@
+"""The operator <-> pool runtime contract: the control API's bodies, typed on both sides.
+
+The runtime's control API (`sluice.runtime.control`) answers with these models and the operator's
+runtime client (`sluice.operator.runtime_client`) reads them back with the same models. What a
+client sends is checked strictly (unknown fields are errors); what it reads ignores fields it
+does not know, so a newer runtime can add a field without breaking an older operator.
+
+Durations in these bodies are milliseconds (`..._ms`) or seconds where the name says so; rates
+are rows per second. The field names are the runtime report's (`sluice run --report`) for the
+figures both carry.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+QueryPhase = Literal["Pending", "Running", "Failed", "Suspended"]
+"""Pending: waiting to start (its source is not reachable yet; retried). Running. Failed: Spark
+refused or stopped it (the message says why). Suspended: stopped by spec.suspend, checkpoint kept."""
+SchedulerMode = Literal["gated", "fail-open", "ungated"]
+"""gated: the scheduler orders the query's batches. fail-open: the scheduler is unreachable and
+batches run at once. ungated: the policy (fifo, fair) has no gate."""
+
+
+class Request(BaseModel):
+    """A body the runtime reads: unknown fields are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Answer(BaseModel):
+    """A body the operator reads: unknown fields are ignored (a newer runtime may add some)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class Load(Answer):
+    """Recent batches that have both Spark's progress and its task metrics (DS2's observation)."""
+
+    batches: int = 0
+    rows: int = 0
+    usefulSeconds: float = 0.0
+    """Task run time minus shuffle fetch wait, summed over those batches."""
+
+
+class StageTimes(Answer):
+    """Useful task seconds per stage of the latest measured batch."""
+
+    batch: int = -1
+    usefulSeconds: dict[str, float] = Field(default_factory=dict)
+
+
+class QueryStatus(Answer):
+    """What the runtime knows of one hosted query."""
+
+    phase: QueryPhase
+    message: str = ""
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    max_ms: float | None = None
+    sla_ms: float
+    attainment: float | None = None
+    """Share of output rows within the SLA over the latency window."""
+    attainment_total: float | None = None
+    """The same since the query started (the run report's figure)."""
+    rows: int = 0
+    """Input rows."""
+    output_rows: int = 0
+    batches: int = 0
+    input_rate: float = 0.0
+    processing_rate: float = 0.0
+    state_rows: int = 0
+    state_bytes: int = 0
+    scheduler: SchedulerMode = "ungated"
+    bands: dict[str, int] = Field(default_factory=dict)
+    """Batches run in each FAIR band."""
+    groupedBatches: int = 0
+    """Batches run under an earlier batch's group grant (Drizzle), without asking."""
+    stages: StageTimes = Field(default_factory=StageTimes)
+    load: Load = Field(default_factory=Load)
+    criticalPath: dict[str, float] = Field(default_factory=dict)
+    """Share of recent batches' critical path per part (SnailTrail)."""
+    bottleneck: str = ""
+
+
+class Registration(Answer):
+    """The answer to PUT /v1/queries/{namespace}/{name}: the query is hosted, in `phase`.
+
+    A query Spark refuses is still registered (it stays listed, Failed, with the reason), so the
+    HTTP status is 200 either way; `phase` says which. 400 is for a manifest the runtime refuses."""
+
+    query: str
+    phase: QueryPhase
+    message: str = ""
+    status: QueryStatus
+
+
+class QueryList(Answer):
+    queries: dict[str, QueryStatus] = Field(default_factory=dict)
+
+
+class Removed(Answer):
+    query: str
+    deleted: bool
+
+
+class Suspend(Request):
+    suspend: bool = Field(strict=True)
+
+
+class ExecutorInfo(Answer):
+    id: str
+    activeTasks: int = 0
+
+
+class ExecutorState(Answer):
+    """GET /v1/executors: executors now, the target, and the drain's progress."""
+
+    current: int
+    target: int | None = None
+    removing: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+    executors: list[ExecutorInfo] = Field(default_factory=list)
+
+
+class ExecutorTarget(Request):
+    target: int = Field(ge=0, strict=True)
+    """Executors wanted; surplus ones drain."""
+
+
+class TargetAccepted(Answer):
+    target: int
+    accepted: bool
+    """Spark's answer to the request (the drain goes on in the background)."""
+
+
+class Health(Answer):
+    ok: bool
+    queries: int = 0
+
+
+class Problem(Answer):
+    """Every 4xx/5xx body: one sentence."""
+
+    error: str

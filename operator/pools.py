@@ -1,0 +1,137 @@
+"""kopf handlers for StreamingPools: each becomes a runtime (owned objects) whose executors it sizes.
+
+Thin: read what is there, build (pure builders), apply idempotently, decide the executor target
+(pure `scaling.plan`), realize it through the runtime client, and write status through the status
+subresource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from datetime import datetime
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from sluice.api.constants import GROUP, POOLS, VERSION
+from sluice.api.pool import StreamingPool
+
+from . import kube, metrics, scaling, settings
+from .admission import is_admitted, set_condition
+from .builders import pool_objects, runtime_url
+from .runtime_client import RuntimeClient, RuntimeRefused, RuntimeUnreachable, healthy
+from .timefmt import now_rfc3339
+
+log = logging.getLogger("sluice.operator")
+
+
+def pool_model(body: Any) -> StreamingPool:
+    """The pool as its model; a PermanentError with one sentence naming the field if it is not valid."""
+    try:
+        return StreamingPool.model_validate({k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body})
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise kopf.PermanentError(f"spec.{'.'.join(str(p) for p in first['loc'][1:])}: {first['msg']}") from None
+
+
+async def pool_runtime(pool: str) -> RuntimeClient | None:
+    """The client of a pool's runtime, or None if the pool or its token is gone."""
+    pool_body = await asyncio.to_thread(kube.get_pool, pool)
+    token = await asyncio.to_thread(kube.read_token, pool) if pool_body else None
+    if pool_body is None or token is None:
+        return None
+    return RuntimeClient(runtime_url(pool_body, settings.current().namespace), token)
+
+
+@kopf.on.resume(GROUP, VERSION, POOLS)
+@kopf.on.create(GROUP, VERSION, POOLS)
+@kopf.on.update(GROUP, VERSION, POOLS)
+async def reconcile_pool(body: kopf.Body, name: str, meta: kopf.Meta, patch: kopf.Patch, **_: Any) -> None:
+    started = time.perf_counter()
+    namespace = settings.current().namespace
+    with metrics.reconcile("StreamingPool"):
+        model = pool_model(body)
+        token = await asyncio.to_thread(kube.read_token, name) or secrets.token_urlsafe(32)
+        objects = pool_objects(dict(body), model, namespace, token)
+        await asyncio.to_thread(kube.apply, objects)
+        url = runtime_url(dict(body), namespace)
+        up = await healthy(url)
+        conditions = list((body.get("status") or {}).get("conditions") or [])
+        conditions = set_condition(conditions, "Ready", up, "RuntimeReady" if up else "RuntimeStarting",
+                                   f"the runtime answers at {url}." if up else f"waiting for the runtime at {url}.",
+                                   now_rfc3339(), meta.get("generation"))
+        patch.status["phase"] = "Running" if up else "Pending"
+        patch.status["conditions"] = conditions
+        patch.status["observedGeneration"] = meta.get("generation")
+        patch.status["policy"] = model.spec.policy
+        if up:
+            conditions = await _scale(body, name, model, RuntimeClient(url, token), conditions, meta.get("generation"), patch)
+        patch.status["conditions"] = conditions
+        kopf.info(body, reason="Reconciled", message=f"runtime objects applied in {namespace} ({len(objects)} objects).")
+    log.info("pool %s reconciled in %.2fs", name, time.perf_counter() - started)
+
+
+@kopf.timer(GROUP, VERSION, POOLS, interval=settings.current().pool_sync_interval, initial_delay=5)
+async def sync_pool(body: kopf.Body, name: str, meta: kopf.Meta, patch: kopf.Patch, **_: Any) -> None:
+    url = runtime_url(dict(body), settings.current().namespace)
+    up = await healthy(url)
+    hosted = [q for q in await asyncio.to_thread(kube.list_queries) if q["spec"].get("pool") == name and is_admitted(q)]
+    patch.status["phase"] = "Running" if up else "Pending"
+    patch.status["queries"] = len(hosted)
+    token = await asyncio.to_thread(kube.read_token, name)
+    if up and token:
+        conditions = list((body.get("status") or {}).get("conditions") or [])
+        patch.status["conditions"] = await _scale(body, name, pool_model(body), RuntimeClient(url, token), conditions,
+                                                  meta.get("generation"), patch)
+
+
+async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, patch: kopf.Patch) -> scaling.Plan:
+    """The executor target (spec.executors, else DS2 on the runtime's measurements); records a DS2 change."""
+    status = body.get("status") or {}
+    current = int((status.get("executors") or {}).get("target") or model.spec.minExecutors)
+    queries = None
+    if model.spec.executors is None:
+        try:
+            queries = await runtime.queries()
+        except RuntimeRefused:
+            queries = None
+    last = (status.get("lastScalingDecision") or {}).get("time")
+    last_change = datetime.fromisoformat(last).timestamp() if last else None
+    config = settings.current()
+    limits = scaling.bounds(model, config.ds2_utilization, config.ds2_cooldown)
+    chosen = scaling.plan(model, current, queries, limits, time.time(), last_change)
+    if chosen.decision is not None:
+        patch.status["lastScalingDecision"] = {"time": now_rfc3339(), "fromExecutors": current,
+                                               "toExecutors": chosen.target, "reason": chosen.decision.reason}
+        kopf.info(body, reason="Autoscaled", message=chosen.why)
+    return chosen
+
+
+async def _scale(body: kopf.Body, name: str, model: StreamingPool, runtime: RuntimeClient,
+                 conditions: list[dict[str, Any]], generation: int | None, patch: kopf.Patch) -> list[dict[str, Any]]:
+    """Bring the runtime's executor target to the pool's, without restarting it; report current/target."""
+    previous = int(((body.get("status") or {}).get("executors") or {}).get("current", 0))
+    target = previous
+    try:
+        chosen = await _plan(body, model, runtime, patch)
+        target = chosen.target
+        patch.status["executors"] = {"current": previous, "target": target}
+        state, asked = await scaling.realize(runtime, target)
+    except RuntimeUnreachable as error:
+        return set_condition(conditions, "Scaled", False, "RuntimeUnreachable",
+                             f"cannot reach the runtime at {runtime.url} ({error}); retrying.", now_rfc3339(), generation)
+    except RuntimeRefused as refused:
+        return set_condition(conditions, "Scaled", False, "ExecutorTargetRejected",
+                             f"the runtime refused a target of {target} executors: {refused.message}",
+                             now_rfc3339(), generation)
+    if asked:
+        kopf.info(body, reason="Scaling", message=f"asked the runtime for {target} executors.")
+    patch.status["executors"] = {"current": state.current, "target": target}
+    metrics.executors(name, state.current, target)
+    done = state.current == target
+    return set_condition(conditions, "Scaled", done, "AtTarget" if done else "Scaling",
+                         f"{state.current} of {target} executors running; {chosen.why}", now_rfc3339(), generation)

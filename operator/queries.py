@@ -1,0 +1,146 @@
+"""kopf handlers for StreamingQueries: admission, registration on the pool's runtime, status sync.
+
+Thin: admission is pure (`admission.admit`), the runtime is reached through its typed client, and
+status goes through the status subresource. The finalizer deregisters a query before it goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import kopf
+
+from sluice.api.constants import GROUP, QUERIES, VERSION
+from sluice.api.manifest import ManifestErrors, load_query
+from sluice.api.pool import StreamingPool
+from sluice.api.query import StreamingQuery
+
+from . import kube, metrics, settings
+from .admission import Admission, admit, is_admitted, set_condition
+from .builders import runtime_url
+from .pools import pool_model, pool_runtime
+from .runtime_client import RuntimeClient, RuntimeRefused, RuntimeUnreachable
+from .timefmt import now_rfc3339
+
+MANIFEST_KEYS = ("apiVersion", "kind", "metadata", "spec")
+
+
+async def _admission(body: kopf.Body, name: str, ns: str) -> tuple[StreamingQuery, dict[str, Any] | None, Admission]:
+    try:
+        query = load_query({k: body[k] for k in MANIFEST_KEYS if k in body})
+    except ManifestErrors as errors:
+        raise kopf.PermanentError(" ".join(str(e) for e in errors.errors)) from None
+    pool_body = await asyncio.to_thread(kube.get_pool, query.spec.pool)
+    pool: StreamingPool | None = pool_model(pool_body) if pool_body else None
+    others = [q for q in await asyncio.to_thread(kube.list_queries, ns)
+              if q["metadata"]["name"] != name and q["spec"].get("pool") == query.spec.pool and is_admitted(q)]
+    return query, pool_body, admit(query, pool, len(others))
+
+
+@kopf.on.resume(GROUP, VERSION, QUERIES)
+@kopf.on.create(GROUP, VERSION, QUERIES)
+@kopf.on.update(GROUP, VERSION, QUERIES)
+async def reconcile_query(body: kopf.Body, name: str, namespace: str | None, meta: kopf.Meta, patch: kopf.Patch,
+                          retry: int, **_: Any) -> None:
+    namespace = namespace or "default"
+    with metrics.reconcile("StreamingQuery"):
+        query, pool_body, decision = await _admission(body, name, namespace)
+        conditions = list((body.get("status") or {}).get("conditions") or [])
+        generation = meta.get("generation")
+        conditions = set_condition(conditions, "Admitted", decision.admitted, decision.reason, decision.message,
+                                   now_rfc3339(), generation)
+        patch.status["conditions"] = conditions
+        patch.status["observedGeneration"] = generation
+        if not decision.admitted or pool_body is None:
+            patch.status["phase"] = "Pending"
+            patch.status["message"] = decision.message
+            if retry == 0:
+                kopf.warn(body, reason=decision.reason, message=decision.message)
+            if decision.retry:
+                raise kopf.TemporaryError(decision.message, delay=10)
+            raise kopf.PermanentError(decision.message)
+        token = await asyncio.to_thread(kube.read_token, query.spec.pool)
+        url = runtime_url(pool_body, settings.current().namespace)
+        manifest = {k: body[k] for k in MANIFEST_KEYS}
+        manifest["metadata"] = {"name": name, "namespace": namespace}
+        try:
+            if token is None:
+                raise RuntimeUnreachable("the pool's token Secret does not exist yet")
+            registration = await RuntimeClient(url, token).register(manifest)
+        except RuntimeUnreachable as error:
+            message = f"cannot reach pool '{query.spec.pool}' runtime at {url} ({error}); retrying."
+            patch.status["conditions"] = set_condition(conditions, "Registered", False, "RuntimeUnreachable", message,
+                                                       now_rfc3339(), generation)
+            patch.status["phase"] = "Pending"
+            patch.status["message"] = message
+            raise kopf.TemporaryError(message, delay=5) from None
+        except RuntimeRefused as refused:
+            patch.status["conditions"] = set_condition(conditions, "Registered", False, "Rejected", refused.message,
+                                                       now_rfc3339(), generation)
+            patch.status["phase"] = "Failed"
+            patch.status["message"] = refused.message
+            kopf.warn(body, reason="Rejected", message=refused.message)
+            return
+        patch.status["conditions"] = set_condition(conditions, "Registered", True, "Registered",
+                                                   f"registered on pool '{query.spec.pool}'.", now_rfc3339(), generation)
+        patch.status["phase"] = registration.phase
+        patch.status["message"] = registration.message
+        kopf.info(body, reason="Registered", message=f"running on pool '{query.spec.pool}' ({registration.phase}).")
+
+
+@kopf.on.delete(GROUP, VERSION, QUERIES)
+async def deregister_query(body: kopf.Body, name: str, namespace: str | None, retry: int, **_: Any) -> None:
+    namespace = namespace or "default"
+    if not is_admitted(dict(body)):
+        return
+    pool = body["spec"].get("pool")
+    runtime = await pool_runtime(pool)
+    if runtime is None:
+        return  # nothing left to deregister from
+    try:
+        hosted = await runtime.deregister(namespace, name)
+    except (RuntimeUnreachable, RuntimeRefused) as error:
+        if retry < 5:
+            raise kopf.TemporaryError(f"cannot deregister from the runtime at {runtime.url} ({error}); retrying.",
+                                      delay=5) from None
+        kopf.warn(body, reason="DeregisterSkipped",
+                  message=f"the runtime at {runtime.url} did not deregister it ({error}); the query was removed anyway.")
+        return
+    metrics.forget_query(namespace, name)
+    kopf.info(body, reason="Deregistered",
+              message=f"removed from pool '{pool}'." if hosted else f"pool '{pool}' no longer hosted it.")
+
+
+@kopf.timer(GROUP, VERSION, QUERIES, interval=settings.current().status_interval, initial_delay=2)
+async def sync_query(body: kopf.Body, name: str, namespace: str | None, patch: kopf.Patch, **_: Any) -> None:
+    """Copy latency, attainment and rates from the runtime into status."""
+    namespace = namespace or "default"
+    if not is_admitted(dict(body)):
+        return
+    runtime = await pool_runtime(body["spec"].get("pool"))
+    if runtime is None:
+        return
+    try:
+        status = await runtime.status(namespace, name)
+    except RuntimeUnreachable:
+        patch.status["schedulerMode"] = "unknown"
+        return
+    except RuntimeRefused:
+        return
+    if status is None:
+        return
+    patch.status["phase"] = status.phase
+    patch.status["message"] = status.message
+    if status.p50_ms is not None and status.p99_ms is not None:
+        patch.status["latency"] = {"p50Ms": status.p50_ms, "p99Ms": status.p99_ms}
+    if status.attainment is not None:
+        patch.status["slaAttainment"] = round(status.attainment, 4)
+        metrics.attainment(namespace, name, status.attainment)
+    patch.status["inputRate"] = round(status.input_rate, 2)
+    patch.status["processingRate"] = round(status.processing_rate, 2)
+    patch.status["batches"] = status.batches
+    patch.status["rows"] = status.rows
+    patch.status["schedulerMode"] = status.scheduler
+    patch.status["bottleneck"] = status.bottleneck
+    metrics.phase(namespace, name, status.phase)

@@ -1,0 +1,102 @@
+"""The operator's settings: its environment, read once into one typed object.
+
+  SLUICE_NAMESPACE            where pools' runtimes live (default sluice-system)
+  SLUICE_WATCH_NAMESPACES     comma-separated namespaces to watch; empty: all
+  SLUICE_METRICS_PORT         the operator's /metrics and /healthz; -1: none
+  SLUICE_PEERING              true: several replicas, one active (kopf peering)
+  SLUICE_LOG_LEVEL            debug, info, warning, error
+  SLUICE_STATUS_INTERVAL      seconds between a query's status syncs
+  SLUICE_POOL_SYNC_INTERVAL   seconds between a pool's syncs (and DS2 decisions)
+  SLUICE_DS2_UTILIZATION      DS2's target busy share of the cores, in (0, 1]
+  SLUICE_DS2_COOLDOWN         seconds after a change before a pool may shrink
+  KUBECONFIG                  outside a pod: the kubeconfig to use
+
+`current()` parses the environment the first time it is asked; a bad value raises
+`SettingsError` with one sentence naming the variable and the fix.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from sluice.api.constants import OPERATOR_METRICS_PORT
+
+
+class SettingsError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    namespace: str = "sluice-system"
+    watch_namespaces: tuple[str, ...] = ()
+    metrics_port: int = OPERATOR_METRICS_PORT
+    peering: bool = False
+    log_level: str = "INFO"
+    status_interval: float = 10.0
+    pool_sync_interval: float = 15.0
+    ds2_utilization: float = 0.7
+    ds2_cooldown: float = 120.0
+    kubeconfig: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        def number(name: str, default: float, ok: Callable[[float], bool], fix: str) -> float:
+            raw = env.get(name, "")
+            if raw == "":
+                return default
+            try:
+                value = float(raw)
+            except ValueError:
+                value = math.nan  # fails every check
+            if not ok(value):
+                raise SettingsError(f"{name} is {raw!r}; set {fix}")
+            return value
+
+        seconds = "a number of seconds above 0, such as 10"
+        level = env.get("SLUICE_LOG_LEVEL", "info").upper()
+        if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise SettingsError(f"SLUICE_LOG_LEVEL is {level.lower()!r}; set debug, info, warning or error")
+        port = number("SLUICE_METRICS_PORT", OPERATOR_METRICS_PORT, lambda v: v == -1 or (0 <= v < 65536 and v == int(v)),
+                      "a TCP port (0 picks a free one) or -1 for none")
+        return cls(
+            namespace=env.get("SLUICE_NAMESPACE") or _DEFAULT.namespace,
+            watch_namespaces=tuple(n.strip() for n in env.get("SLUICE_WATCH_NAMESPACES", "").split(",") if n.strip()),
+            metrics_port=int(port),
+            peering=env.get("SLUICE_PEERING", "false").lower() == "true",
+            log_level=level,
+            status_interval=number("SLUICE_STATUS_INTERVAL", _DEFAULT.status_interval, lambda v: 0 < v < math.inf, seconds),
+            pool_sync_interval=number("SLUICE_POOL_SYNC_INTERVAL", _DEFAULT.pool_sync_interval, lambda v: 0 < v < math.inf,
+                                      seconds),
+            ds2_utilization=number("SLUICE_DS2_UTILIZATION", _DEFAULT.ds2_utilization, lambda v: 0 < v <= 1,
+                                   "a number above 0 and at most 1, such as 0.7"),
+            ds2_cooldown=number("SLUICE_DS2_COOLDOWN", _DEFAULT.ds2_cooldown, lambda v: 0 <= v < math.inf,
+                                "a number of seconds, 0 or more, such as 120"),
+            kubeconfig=env.get("KUBECONFIG") or None,
+        )
+
+    @property
+    def logging_level(self) -> int:
+        return int(getattr(logging, self.log_level))
+
+
+_DEFAULT = Settings()
+_current: Settings | None = None
+
+
+def current() -> Settings:
+    """The operator's settings (the environment, parsed the first time)."""
+    global _current
+    if _current is None:
+        _current = Settings.from_env(os.environ)
+    return _current
+
+
+def use(settings: Settings | None) -> None:
+    """Replace the settings (None: parse the environment again on the next `current()`)."""
+    global _current
+    _current = settings

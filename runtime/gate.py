@@ -1,0 +1,155 @@
+"""The gate: the `foreachBatch` function every hosted query's sink is wrapped in.
+
+Before the batch's action it asks the scheduler for a grant with cheap facts (rows expected from
+the input rate, the oldest event from the previous batch), sets `spark.scheduler.pool` to the
+granted band, runs the sink and measures the batch (`sluice.runtime.measure`). The batch's cost
+report travels with the query's next ask. A batch covered by an earlier group grant (Drizzle)
+runs in that grant's band without asking.
+
+A stateful batch may be delayed but never skipped: the gate always runs the action; on shutdown
+or scheduler loss it fails open (runs at once in Spark's default pool) and says so.
+
+The gate holds the host's lock only to read and write the query's state, never across the
+scheduler's answer or a Spark call.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+from sluice.api.query import StreamingQuery
+from sluice.scheduler.bands import DEFAULT_BAND
+from sluice.scheduler.core import Completion, Grant, covers
+from sluice.scheduler.policies import BatchRequest, QuerySpec
+
+from .batching import expected_rows, oldest_event
+from .hosted import HostedQuery
+from .latency import GRID, BatchLatency, batch_latency
+from .measure import write_and_measure
+from .metrics import Metrics
+
+
+class Gatekeeper(Protocol):
+    """The scheduler as the runtime sees it: the sidecar's client or the in-process core."""
+
+    mode: str
+
+    def register(self, spec: QuerySpec) -> bool: ...
+    def unregister(self, key: str) -> bool: ...
+    def dispatch(self, request: BatchRequest, completed: Sequence[Completion] = ()) -> Grant: ...
+    def complete(self, query: str, completed: Sequence[Completion]) -> bool: ...
+
+
+FixedPool = Callable[[StreamingQuery], str | None]
+"""Ungated hosts: the FAIR pool a query's batches run in (None: Spark's default)."""
+
+
+def with_tail(hosted: HostedQuery, done: Completion) -> Completion:
+    """C_path feedback: what followed the action on the batch's critical path (Spark's offset commit)."""
+    timeline = hosted.timelines.get(done.batch_id)
+    if done.tail is not None or timeline is None or "commitOffsets" not in timeline.durations_ms:
+        return done
+    return replace(done, tail=timeline.durations_ms["commitOffsets"] / 1000)
+
+
+class Gate:
+    def __init__(self, spark: Any, scheduler: Gatekeeper | None, fixed_pool: FixedPool, metrics: Metrics,
+                 lock: threading.Lock, clock: Callable[[], float], measure_from: float) -> None:
+        self.spark = spark
+        self.scheduler = scheduler
+        self.fixed_pool = fixed_pool
+        self.metrics = metrics
+        self.lock = lock
+        self.clock = clock
+        self.measure_from = measure_from
+        """Batches committed before this wall-clock time are left out of latency figures (warm-up)."""
+
+    def for_query(self, hosted: HostedQuery) -> Callable[[Any, int], None]:
+        def gate(frame: Any, batch_id: int) -> None:
+            self.run(hosted, frame, batch_id)
+
+        return gate
+
+    def _grant(self, hosted: HostedQuery, batch_id: int, now: float) -> tuple[Grant, float]:
+        """Ask for a grant; returns it and the coordination time (asking minus queueing)."""
+        key = hosted.query.key
+        with self.lock:
+            if self.scheduler is None or hosted.stopping:
+                band = self.fixed_pool(hosted.query) or DEFAULT_BAND
+                return Grant(key, batch_id, band, 1, 0.0, 0.0, 0.0, fail_open=self.scheduler is not None), 0.0
+            group = hosted.group
+            if group is not None and batch_id != group.batch_id and covers(group.batch_id, group.last, batch_id):
+                hosted.grouped += 1  # covered by the group grant (Drizzle): no ask, same band
+                return replace(group, batch_id=batch_id, waited=0.0), 0.0
+            request = BatchRequest(key, batch_id, expected_rows(hosted.input_rate, hosted.last_batch_started, now),
+                                   oldest_event(hosted.newest_input, hosted.last_newest))
+            completed, hosted.completions = [with_tail(hosted, c) for c in hosted.completions], []
+        started = time.perf_counter()
+        grant = self.scheduler.dispatch(request, completed)
+        asked = time.perf_counter() - started
+        with self.lock:
+            hosted.gate_mode = "fail-open" if grant.fail_open else "gated"
+            hosted.group = grant if grant.k > 1 and not grant.fail_open else None
+        return grant, max(asked - grant.waited, 0.0)
+
+    def run(self, hosted: HostedQuery, frame: Any, batch_id: int) -> None:
+        query = hosted.query
+        labels = (query.tenant, query.key)
+        entered = self.clock()
+        grant, coordination = self._grant(hosted, batch_id, entered)
+        sc = self.spark.sparkContext
+        pool = None if (self.scheduler is None and self.fixed_pool(query) is None) else grant.band
+        with self.lock:
+            hosted.last_batch_started = entered
+            hosted.record_band(batch_id, grant.band)
+            hosted.timeline(batch_id).gate_wait = grant.waited
+        self.metrics.gate_wait.labels(*labels).set(grant.waited)
+        sc.setLocalProperty("spark.scheduler.pool", pool)
+        sc.setJobDescription(f"sluice {query.key} batch {batch_id}")
+        began = time.perf_counter()
+        try:
+            facts = write_and_measure(frame, query, batch_id, self.clock)
+        finally:
+            sc.setLocalProperty("spark.scheduler.pool", None)
+            sc.setJobDescription(None)
+        action = time.perf_counter() - began
+        latency: BatchLatency | None = None
+        if facts.rows > 0 and len(facts.produced) == len(GRID):
+            latency = batch_latency(facts.committed, facts.rows, facts.produced)
+        worst = max(latency.latencies) if latency else None
+        # each batch reports itself; a group's slot frees with its last batch (sent with the next ask)
+        done = Completion(query.key, batch_id, action, facts.rows, coordination=coordination, latency=worst)
+        with self.lock:
+            hosted.keep_rows(facts.collected)
+            if latency is not None:
+                if facts.committed >= self.measure_from:
+                    hosted.window.add(latency)
+                hosted.last_newest = facts.produced[-1]
+            elif hosted.last_newest is None:
+                hosted.last_newest = entered
+            hosted.batches += 1
+            hosted.output_rows += facts.rows
+            hosted.last_action = action
+            if self.scheduler is not None and not grant.fail_open:
+                hosted.completions.append(done)
+            summary = hosted.window.summary(self.clock())
+        self.metrics.batches.labels(*labels).inc()
+        self.metrics.batch_seconds.labels(*labels).set(action)
+        if summary.p50 is not None and summary.p99 is not None:
+            self.metrics.latency_p50.labels(*labels).set(summary.p50)
+            self.metrics.latency_p99.labels(*labels).set(summary.p99)
+        if summary.attainment is not None:
+            self.metrics.attainment.labels(*labels).set(summary.attainment)
+
+    def flush(self, hosted: HostedQuery) -> None:
+        """Send completions still held for the next ask (the query stops)."""
+        if self.scheduler is None:
+            return
+        with self.lock:
+            completed, hosted.completions = [with_tail(hosted, c) for c in hosted.completions], []
+        if completed:
+            self.scheduler.complete(hosted.query.key, completed)

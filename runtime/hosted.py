@@ -1,0 +1,130 @@
+"""What the runtime keeps per hosted query, and its status as the control API reports it.
+
+A `HostedQuery` is plain state. The host's lock guards every field (see `sluice.runtime.host`):
+the gate, the progress listener and the stage poller write it, the control API reads it, and
+only the host's lifecycle thread starts and stops the query behind it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sluice.api.query import StreamingQuery
+from sluice.api.runtime import Load, QueryPhase, QueryStatus, SchedulerMode, StageTimes
+from sluice.scheduler.core import Completion, Grant
+from sluice.scheduler.policies import QuerySpec
+
+from .critical_path import BatchTimeline, bottleneck, critical_path, shares
+from .latency import LatencyWindow
+
+RECENT_BATCHES = 32
+"""Batches whose timelines (critical path, DS2 load) are kept per query."""
+BAND_LOG = 1000
+"""Batches whose FAIR band is kept per query."""
+MEMORY_ROWS = 100_000
+"""Rows a memory sink keeps (the newest)."""
+
+
+def query_spec(query: StreamingQuery, weight: float = 1.0) -> QuerySpec:
+    """What the scheduler needs to know of a query."""
+    window = next((s.window for s in query.spec.pipeline if s.window is not None), None)
+    mark = next((s.watermark for s in query.spec.pipeline if s.watermark is not None), None)
+    return QuerySpec(
+        query.key, query.tenant, query.spec.sla.latencyTarget.seconds, weight,
+        window.size.seconds if window else None, mark.delay.seconds if mark else 0.0,
+    )
+
+
+@dataclass
+class HostedQuery:
+    query: StreamingQuery
+    window: LatencyWindow
+    spec: QuerySpec
+    handle: Any = None
+    """Spark's StreamingQuery, while it runs."""
+    phase: QueryPhase = "Pending"
+    message: str = ""
+    batches: int = 0
+    input_rows: int = 0
+    output_rows: int = 0
+    input_rate: float = 0.0
+    processing_rate: float = 0.0
+    state_rows: int = 0
+    state_bytes: int = 0
+    last_newest: float | None = None
+    """Newest production time among the last measured batch's output rows."""
+    last_batch_started: float | None = None
+    last_action: float = 0.0
+    completions: list[Completion] = field(default_factory=list)
+    """Completed batches not yet reported to the scheduler (they travel with the next ask)."""
+    memory: list[dict[str, Any]] = field(default_factory=list)
+    bands: dict[str, int] = field(default_factory=dict)
+    band_log: dict[int, str] = field(default_factory=dict)
+    """batch id -> band, for the most recent batches."""
+    stages: dict[str, float] = field(default_factory=dict)
+    """Useful task seconds per stage of the latest measured batch (from Spark's status API)."""
+    stages_batch: int = -1
+    gate_mode: SchedulerMode = "gated"
+    stopping: bool = False
+    retry_at: float = 0.0
+    newest_input: float | None = None
+    """Newest input event time Spark reported (queries with a watermark)."""
+    timelines: dict[int, BatchTimeline] = field(default_factory=dict)
+    """batch id -> its critical path's parts and its load, for the latest batches (SnailTrail, DS2)."""
+    group: Grant | None = None
+    """The last grant, if it covers later batches too (k > 1, Drizzle)."""
+    grouped: int = 0
+    """Batches run under an earlier batch's group grant, without asking."""
+
+    def timeline(self, batch_id: int) -> BatchTimeline:
+        found = self.timelines.get(batch_id)
+        if found is None:
+            found = self.timelines[batch_id] = BatchTimeline()
+            while len(self.timelines) > RECENT_BATCHES:
+                del self.timelines[min(self.timelines)]
+        return found
+
+    def record_band(self, batch_id: int, band: str) -> None:
+        self.bands[band] = self.bands.get(band, 0) + 1
+        self.band_log[batch_id] = band
+        if len(self.band_log) > BAND_LOG:
+            del self.band_log[min(self.band_log)]
+
+    def keep_rows(self, rows: list[dict[str, Any]]) -> None:
+        self.memory.extend(rows)
+        del self.memory[: max(0, len(self.memory) - MEMORY_ROWS)]
+
+    def path_shares(self) -> tuple[dict[str, float], int]:
+        """Shares of the critical path over recent batches with both progress and stage times."""
+        paths = [critical_path(t) for t in self.timelines.values() if t.durations_ms and t.stages]
+        return shares(paths), len(paths)
+
+    def measured_load(self) -> Load:
+        """Input rows and useful task seconds summed over recent batches that have both."""
+        done = [(t.rows, t.useful_seconds) for t in self.timelines.values() if t.rows > 0 and t.useful_seconds > 0]
+        return Load(batches=len(done), rows=int(sum(r for r, _ in done)), usefulSeconds=round(sum(u for _, u in done), 4))
+
+    def status(self, now: float, gated: bool) -> QueryStatus:
+        """The query's status at `now`; `gated`: the host has a scheduler (else 'ungated')."""
+        summary = self.window.summary(now)
+        path, measured = self.path_shares()
+        return QueryStatus(
+            phase=self.phase, message=self.message,
+            p50_ms=_ms(summary.p50), p99_ms=_ms(summary.p99), max_ms=_ms(summary.maximum),
+            sla_ms=self.spec.latency_target * 1000,
+            attainment=summary.attainment, attainment_total=self.window.overall_attainment(),
+            rows=self.input_rows, output_rows=self.output_rows, batches=self.batches,
+            input_rate=self.input_rate, processing_rate=self.processing_rate,
+            state_rows=self.state_rows, state_bytes=self.state_bytes,
+            scheduler=self.gate_mode if gated else "ungated",
+            bands=dict(self.bands), groupedBatches=self.grouped,
+            stages=StageTimes(batch=self.stages_batch, usefulSeconds=dict(self.stages)),
+            load=self.measured_load(),
+            criticalPath={label: round(part, 4) for label, part in path.items()},
+            bottleneck=bottleneck(path, measured),
+        )
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)

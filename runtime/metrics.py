@@ -1,0 +1,35 @@
+"""The pool runtime's Prometheus metrics, per tenant and query."""
+
+from __future__ import annotations
+
+import contextlib
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        self.registry = registry
+        labels = ["tenant", "query"]
+        self.batches = Counter("sluice_runtime_batches_total", "Micro-batches committed.", labels, registry=registry)
+        self.rows = Counter("sluice_runtime_input_rows_total", "Input rows processed.", labels, registry=registry)
+        self.latency_p50 = Gauge("sluice_runtime_latency_p50_seconds", "End-to-end latency p50 over the window.", labels, registry=registry)
+        self.latency_p99 = Gauge("sluice_runtime_latency_p99_seconds", "End-to-end latency p99 over the window.", labels, registry=registry)
+        self.attainment = Gauge("sluice_runtime_sla_attainment_ratio", "Share of output rows within the latency target.", labels, registry=registry)
+        self.batch_seconds = Gauge("sluice_runtime_batch_seconds", "Duration of the last batch's action.", labels, registry=registry)
+        self.input_rate = Gauge("sluice_runtime_input_rows_per_second", "Input rate.", labels, registry=registry)
+        self.state_rows = Gauge("sluice_runtime_state_rows", "Rows held in state stores.", labels, registry=registry)
+        self.state_bytes = Gauge("sluice_runtime_state_memory_bytes", "Memory used by state stores.", labels, registry=registry)
+        self.gate_wait = Gauge("sluice_runtime_gate_wait_seconds", "Time the last batch waited for its grant.", labels, registry=registry)
+        self.task_run = Counter("sluice_runtime_task_run_seconds_total", "Task run time of the query's stages.", labels, registry=registry)
+        self.task_cpu = Counter("sluice_runtime_task_cpu_seconds_total", "Task CPU time of the query's stages.", labels, registry=registry)
+        self.fetch_wait = Counter("sluice_runtime_shuffle_fetch_wait_seconds_total", "Task time spent waiting for shuffle data.", labels, registry=registry)
+        self.stage_records = Counter("sluice_runtime_stage_input_records_total", "Records read by the query's stages.", labels, registry=registry)
+        self.phase = Gauge("sluice_runtime_query_up", "1 while the query runs.", labels, registry=registry)
+
+    def forget(self, tenant: str, key: str) -> None:
+        for metric in vars(self).values():
+            if metric is self.registry:
+                continue
+            with contextlib.suppress(KeyError):
+                metric.remove(tenant, key)
