@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from .constants import GROUP, VERSION
+from .constants import GROUP, POOLS, QUERIES, VERSION
 from .pool import StreamingPoolSpec, StreamingPoolStatus
 from .query import StreamingQuerySpec, StreamingQueryStatus
 
@@ -167,39 +167,38 @@ def _crd(
     }
 
 
-def _age() -> dict[str, Any]:
-    return {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+def _status_columns() -> list[dict[str, Any]]:
+    """The printer columns both resources end with."""
+    return [
+        {"name": "P99", "type": "number", "jsonPath": ".status.latency.p99Ms", "description": "p99 latency in ms"},
+        {"name": "Attainment", "type": "number", "jsonPath": ".status.slaAttainment"},
+        {"name": "Executors", "type": "integer", "jsonPath": ".status.executors.current"},
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
 
 
 def crds() -> list[dict[str, Any]]:
     """Both CRDs as Python objects."""
     query = _crd(
-        kind="StreamingQuery", plural="streamingqueries", short="sq", scope="Namespaced",
+        kind="StreamingQuery", plural=QUERIES, short="sq", scope="Namespaced",
         spec=StreamingQuerySpec, status=StreamingQueryStatus,
         description="A tenant's Spark Structured Streaming query with a latency SLA; the namespace is the tenant.",
         columns=[
             {"name": "Pool", "type": "string", "jsonPath": ".spec.pool"},
             {"name": "SLA", "type": "string", "jsonPath": ".spec.sla.latencyTarget"},
-            {"name": "P99", "type": "number", "jsonPath": ".status.latency.p99Ms", "description": "p99 latency in ms"},
-            {"name": "Attainment", "type": "number", "jsonPath": ".status.slaAttainment"},
-            {"name": "Executors", "type": "integer", "jsonPath": ".status.executors.current"},
-            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-            _age(),
+            *_status_columns(),
         ],
         scale=False,
     )
     pool = _crd(
-        kind="StreamingPool", plural="streamingpools", short="sp", scope="Cluster",
+        kind="StreamingPool", plural=POOLS, short="sp", scope="Cluster",
         spec=StreamingPoolSpec, status=StreamingPoolStatus,
         description="A shared Spark runtime (cluster-scoped) that hosts many tenants' streaming queries.",
         columns=[
             {"name": "Policy", "type": "string", "jsonPath": ".spec.policy"},
             {"name": "Queries", "type": "integer", "jsonPath": ".status.queries"},
-            {"name": "P99", "type": "number", "jsonPath": ".status.latency.p99Ms", "description": "p99 latency in ms"},
-            {"name": "Attainment", "type": "number", "jsonPath": ".status.slaAttainment"},
-            {"name": "Executors", "type": "integer", "jsonPath": ".status.executors.current"},
-            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-            _age(),
+            *_status_columns(),
         ],
         scale=True,
     )

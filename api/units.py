@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
@@ -28,12 +28,43 @@ MEMORY_PATTERN = r"^[0-9]+(k|M|G|T|Ki|Mi|Gi|Ti)?$"
 _MEMORY_RE = re.compile(r"^([0-9]+)(k|M|G|T|Ki|Mi|Gi|Ti)?$")
 
 
+class _Quantity:
+    """What Duration and Memory share: written as text in manifests, checked by `PATTERN`."""
+
+    __slots__ = ()
+    text: str
+    PATTERN: ClassVar[str]
+
+    @classmethod
+    def parse(cls, value: object) -> Any:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.text
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: type[Any], handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            cls.parse,
+            serialization=core_schema.plain_serializer_function_ser_schema(lambda q: q.text),
+        )
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"type": "string", "pattern": cls.PATTERN}
+
+
 @dataclass(frozen=True, slots=True)
-class Duration:
+class Duration(_Quantity):
     """A non-negative duration; `text` is what the manifest said, `seconds` its value."""
 
     text: str
     seconds: float
+    PATTERN: ClassVar[str] = DURATION_PATTERN
 
     @property
     def ms(self) -> float:
@@ -62,31 +93,14 @@ class Duration:
         unit = match.group(2)
         return cls(text, float(text[: -len(unit)]) * _DURATION_UNITS[unit])
 
-    def __str__(self) -> str:
-        return self.text
-
-    @classmethod
-    def __get_pydantic_core_schema__(
-        cls, source: type[Any], handler: GetCoreSchemaHandler
-    ) -> core_schema.CoreSchema:
-        return core_schema.no_info_plain_validator_function(
-            cls.parse,
-            serialization=core_schema.plain_serializer_function_ser_schema(lambda d: d.text),
-        )
-
-    @classmethod
-    def __get_pydantic_json_schema__(
-        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
-    ) -> JsonSchemaValue:
-        return {"type": "string", "pattern": DURATION_PATTERN}
-
 
 @dataclass(frozen=True, slots=True)
-class Memory:
+class Memory(_Quantity):
     """A memory size as a Kubernetes quantity; `text` as written, `bytes` its value."""
 
     text: str
     bytes: int
+    PATTERN: ClassVar[str] = MEMORY_PATTERN
 
     @property
     def mib(self) -> int:
@@ -102,20 +116,3 @@ class Memory:
             raise ValueError(f"expected a memory size such as '512Mi' or '2Gi', got '{value}'")
         return cls(text, int(match.group(1)) * _MEMORY_UNITS[match.group(2) or ""])
 
-    def __str__(self) -> str:
-        return self.text
-
-    @classmethod
-    def __get_pydantic_core_schema__(
-        cls, source: type[Any], handler: GetCoreSchemaHandler
-    ) -> core_schema.CoreSchema:
-        return core_schema.no_info_plain_validator_function(
-            cls.parse,
-            serialization=core_schema.plain_serializer_function_ser_schema(lambda m: m.text),
-        )
-
-    @classmethod
-    def __get_pydantic_json_schema__(
-        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
-    ) -> JsonSchemaValue:
-        return {"type": "string", "pattern": MEMORY_PATTERN}

@@ -28,7 +28,7 @@ from sluice.api.query import KafkaSource, StreamingQuery
 from sluice.api.units import Duration
 
 from .latency import MASSES
-from .latency import _quantile as quantile
+from .latency import weighted_quantile as quantile
 
 
 class BurstSpec(BaseModel):

@@ -70,7 +70,7 @@ class QueryHost:
         self.gate = Gate(spark, gate, fixed_pool or (lambda q: None), self.metrics, self.lock, clock, measure_from)
         self._owner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sluice-lifecycle")
         self._closed = threading.Event()
-        self._listener = _attach_listener(spark, self)
+        self._listener = listen(spark, on_progress=self.on_progress)
         self._stages: StagePoller | None = None
         ui = spark.sparkContext.uiWebUrl
         if ui:
@@ -330,16 +330,19 @@ def one_line(error: BaseException) -> str:
     return (meaningful or lines or [type(error).__name__])[0][:500]
 
 
-def _attach_listener(spark: Any, host: QueryHost) -> Any:
+def listen(spark: Any, on_progress: Callable[[str, Any], None] | None = None,
+           on_started: Callable[[str], None] | None = None) -> Any:
+    """Attach a StreamingQueryListener calling back with (query name, progress) and (query name)."""
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
     class Listener(StreamingQueryListener):
         def onQueryStarted(self, event: Any) -> None:
-            return None
+            if on_started is not None:
+                on_started(str(event.name))
 
         def onQueryProgress(self, event: Any) -> None:
-            progress = event.progress
-            host.on_progress(progress.name, progress)
+            if on_progress is not None:
+                on_progress(event.progress.name, event.progress)
 
         def onQueryIdle(self, event: Any) -> None:
             return None

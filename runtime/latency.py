@@ -50,7 +50,7 @@ class Summary:
     attainment: float | None
 
 
-def _quantile(sample: list[tuple[float, float]], q: float) -> float | None:
+def weighted_quantile(sample: list[tuple[float, float]], q: float) -> float | None:
     """Weighted quantile of a sorted (value, weight) sample."""
     total = sum(w for _, w in sample)
     if total <= 0:
@@ -89,13 +89,6 @@ class LatencyWindow:
             (lat, b.rows * m) for b in self.batches if b.rows > 0 for lat, m in zip(b.latencies, MASSES, strict=False)
         )
 
-    def quantile(self, q: float, now: float) -> float | None:
-        return _quantile(self.sample(now), q)
-
-    def attainment(self, now: float) -> float | None:
-        """Share of output rows in the window committed within the target."""
-        return self.summary(now).attainment
-
     def summary(self, now: float) -> Summary:
         """p50, p99, max and attainment from one pass over the window (one sort)."""
         sample = self.sample(now)
@@ -103,7 +96,7 @@ class LatencyWindow:
         if total <= 0:
             return Summary(None, None, None, None)
         within = sum(w for lat, w in sample if lat <= self.target)
-        return Summary(_quantile(sample, 0.5), _quantile(sample, 0.99), sample[-1][0], within / total)
+        return Summary(weighted_quantile(sample, 0.5), weighted_quantile(sample, 0.99), sample[-1][0], within / total)
 
     def overall_attainment(self) -> float | None:
         return None if self.all_rows == 0 else self.all_within / self.all_rows

@@ -22,7 +22,7 @@ from prometheus_client import Counter
 from .bands import DEFAULT_BAND
 from .core import Completion, Grant
 from .policies import BatchRequest, QuerySpec
-from .wire import Completed, Register
+from .wire import Complete, Completed, Dispatch, GrantOut, Register
 
 FAIL_OPEN = Counter(
     "sluice_runtime_scheduler_fail_open_total",
@@ -75,7 +75,7 @@ class SchedulerClient:
             conn.close()
             self._local.conn = None
 
-    def _call(self, method: str, path: str, body: bytes | None, read_timeout: float) -> tuple[int, Any]:
+    def _call(self, method: str, path: str, body: bytes | None, read_timeout: float) -> tuple[int, dict[str, Any]]:
         for attempt in (1, 2):  # one retry: a kept-alive connection may have been closed by the server
             conn = self._connection()
             try:
@@ -114,29 +114,25 @@ class SchedulerClient:
     def dispatch(self, request: BatchRequest, completed: Sequence[Completion] = ()) -> Grant:
         """Ask for a grant, sending earlier completions along; blocks until granted (or fails open)."""
         started = time.monotonic()
-        body = {
-            "query": request.query, "batchId": request.batch_id, "rows": request.rows,
-            "oldestEventTime": request.oldest_event, "windowEnd": request.window_end,
-            "completed": [Completed.of(c).model_dump() for c in completed],
-            "waitMs": self.wait * 1000,
-        }
-        payload = json.dumps(body).encode()
+        ask = Dispatch.of(request, completed, self.wait)
         while True:
             try:
-                status, answer = self._call("POST", "/v1/dispatch", payload, self.wait + self.timeout)
+                status, answer = self._call("POST", "/v1/dispatch", ask.model_dump_json().encode(), self.wait + self.timeout)
             except SchedulerUnavailable:
                 return self._fail_open(request, started)
-            if status == 200 and answer.get("granted"):
-                self.mode = "gated"
-                return Grant(
-                    request.query, request.batch_id, answer["band"], int(answer["k"]), float(answer["deadline"]),
-                    answer["slackMs"] / 1000, answer["waitedMs"] / 1000, bool(answer["aged"]),
-                )
-            if status == 200 and answer.get("released"):
-                return Grant(request.query, request.batch_id, DEFAULT_BAND, 1, 0.0, 0.0, time.monotonic() - started, fail_open=True)
-            if status == 200:  # waited waitMs without a grant: ask again, completions already delivered
-                body["completed"] = []
-                payload = json.dumps(body).encode()
+            if status == 200:
+                try:
+                    out = GrantOut.model_validate(answer)
+                except ValueError:
+                    return self._fail_open(request, started)  # not the scheduler's answer
+                if out.granted:
+                    self.mode = "gated"
+                    return out.to_grant()
+                if out.released:
+                    return Grant(request.query, request.batch_id, DEFAULT_BAND, 1, 0.0, 0.0, time.monotonic() - started,
+                                 fail_open=True)
+                # waited waitMs without a grant: ask again, completions already delivered
+                ask = ask.model_copy(update={"completed": []})
                 continue
             if status == 404 and "not registered" in str(answer.get("error", "")):
                 return self._fail_open(request, started)
@@ -147,7 +143,7 @@ class SchedulerClient:
     def complete(self, query: str, completed: Sequence[Completion]) -> bool:
         if not completed:
             return True
-        payload = json.dumps({"query": query, "completed": [Completed.of(c).model_dump() for c in completed]}).encode()
+        payload = Complete(query=query, completed=[Completed.of(c) for c in completed]).model_dump_json().encode()
         try:
             status, _ = self._call("POST", "/v1/complete", payload, self.timeout)
         except SchedulerUnavailable:

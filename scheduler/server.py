@@ -115,12 +115,9 @@ class SchedulerService:
 
     async def put_query(self, request: web.Request) -> web.Response:
         tenant, name = request.match_info["tenant"], request.match_info["name"]
+        body = Register.model_validate_json(await request.read())  # a bad body: 400 (middleware)
         try:
-            body = Register.model_validate_json(await request.read())
             self.core.register(body.spec(f"{tenant}/{name}", tenant))
-        except ValidationError as error:
-            self.metrics.bad_requests.inc()
-            return _bad(_explain(error))
         except SchedulerError as error:
             self.metrics.bad_requests.inc()
             return _bad(str(error))
@@ -143,11 +140,7 @@ class SchedulerService:
         return web.json_response({"query": key, "deleted": True})
 
     async def dispatch(self, request: web.Request) -> web.Response:
-        try:
-            body = Dispatch.model_validate_json(await request.read())
-        except ValidationError as error:
-            self.metrics.bad_requests.inc()
-            return _bad(_explain(error))
+        body = Dispatch.model_validate_json(await request.read())
         if body.query not in self.core.queries:
             self.metrics.bad_requests.inc()
             return _bad(f"query {body.query} is not registered; PUT /v1/queries/{body.query} first", 404)
@@ -182,11 +175,7 @@ class SchedulerService:
         return web.Response(body=GrantOut.of(grant).model_dump_json(), content_type="application/json")
 
     async def complete_batches(self, request: web.Request) -> web.Response:
-        try:
-            body = Complete.model_validate_json(await request.read())
-        except ValidationError as error:
-            self.metrics.bad_requests.inc()
-            return _bad(_explain(error))
+        body = Complete.model_validate_json(await request.read())
         self.complete(body.query, body.completed)
         self.pump()
         return web.json_response({"completed": len(body.completed)})
@@ -233,6 +222,9 @@ async def _json_errors(request: web.Request, handler: Callable[[web.Request], ob
         raise
     except (json.JSONDecodeError, UnicodeDecodeError):
         return _bad("the body is not valid JSON")
+    except ValidationError as error:  # a body that is not the wire format: one sentence naming the field
+        request.app[SERVICE].metrics.bad_requests.inc()
+        return _bad(_explain(error))
 
 
 SERVICE = web.AppKey("service", SchedulerService)

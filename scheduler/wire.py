@@ -5,6 +5,7 @@ Durations are milliseconds (`...Ms`); instants are wall-clock epoch seconds (`..
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -78,6 +79,12 @@ class Dispatch(Wire):
     def request(self) -> BatchRequest:
         return BatchRequest(self.query, self.batchId, self.rows, self.oldestEventTime, self.windowEnd)
 
+    @classmethod
+    def of(cls, request: BatchRequest, completed: Sequence[Completion], wait: float) -> Dispatch:
+        return cls(query=request.query, batchId=request.batch_id, rows=request.rows,
+                   oldestEventTime=request.oldest_event, windowEnd=request.window_end,
+                   completed=[Completed.of(c) for c in completed], waitMs=wait * 1000)
+
 
 class Complete(Wire):
     query: str = Field(min_length=3, max_length=512, pattern=r"^[^/]+/[^/]+$")
@@ -96,6 +103,10 @@ class GrantOut(Wire):
     aged: bool = False
     released: bool = False
     """No grant will come: the query was unregistered while waiting; run ungated."""
+
+    def to_grant(self) -> Grant:
+        return Grant(self.query, self.batchId, self.band, self.k, self.deadline, self.slackMs / 1000,
+                     self.waitedMs / 1000, self.aged)
 
     @classmethod
     def of(cls, g: Grant) -> GrantOut:

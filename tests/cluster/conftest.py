@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import atexit
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from sluice.testing.processes import running
 
 from .controlplane import ControlPlane, ControlPlaneError, build_binaries
 
@@ -17,15 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     try:
         kube, helm = build_binaries()
-        plane = ControlPlane(kube, helm, tmp_path_factory.mktemp("controlplane"))
-        atexit.register(plane.stop)  # also on an interrupted session
-        plane.start()
     except ControlPlaneError as error:
         pytest.fail(str(error), pytrace=False)  # never a silent skip
-    try:
+    with running(ControlPlane(kube, helm, tmp_path_factory.mktemp("controlplane")), ControlPlaneError) as plane:
         yield plane
-    finally:
-        plane.stop()
 
 
 @pytest.fixture(scope="session")

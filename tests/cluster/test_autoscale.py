@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from sluice.testing.waiting import wait_for
+
 from .controlplane import ControlPlane, free_port
-from .test_operator import World, condition, ds2_utilization, open_world, pool, query, wait_for
+from .test_operator import World, condition, ds2_utilization, open_world, pool, query
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
 
@@ -28,6 +30,20 @@ def status(world: World) -> dict[str, Any]:
     return dict(((world.get("sp", "elastic") or {}).get("status")) or {})
 
 
+def decision_to(world: World, executors: int, what: str) -> dict[str, Any]:
+    return wait_for(lambda: (d := status(world).get("lastScalingDecision")) and d["toExecutors"] == executors and d,
+                    timeout=60, what=what)
+
+
+def running(world: World, executors: int, what: str) -> None:
+    wait_for(lambda: status(world).get("executors") == {"current": executors, "target": executors}, timeout=90, what=what)
+
+
+def at_target(world: World, what: str) -> dict[str, Any]:
+    return wait_for(lambda: (c := condition(world.get("sp", "elastic"), "Scaled")) and c["reason"] == "AtTarget" and c,
+                    timeout=30, what=what)
+
+
 def test_ds2_grows_and_shrinks_a_real_application(elastic: World) -> None:
     world = elastic
     port = free_port()
@@ -35,27 +51,21 @@ def test_ds2_grows_and_shrinks_a_real_application(elastic: World) -> None:
     world.serve_pool_runtime("elastic", port)
     world.apply(query("steady", "team-a", pool_name="elastic"))
     # the application started with three executors; the pool asks for its size (1) and the runtime drains two
-    wait_for(lambda: status(world).get("executors") == {"current": 1, "target": 1}, timeout=90, what="one executor")
+    running(world, 1, "one executor")
     wait_for(lambda: (h := world.host.queries.get("team-a/steady")) and h.measured_load().batches >= 2,
              timeout=90, what="the query's load measured")
 
     with ds2_utilization(0.0001):  # the same load now needs more than the pool allows
-        grown = wait_for(lambda: (d := status(world).get("lastScalingDecision")) and d["toExecutors"] == 2 and d,
-                         timeout=60, what="DS2 deciding to grow")
+        grown = decision_to(world, 2, "DS2 deciding to grow")
         assert grown["fromExecutors"] == 1 and "capped at maxExecutors 2" in grown["reason"]
-        wait_for(lambda: status(world).get("executors") == {"current": 2, "target": 2}, timeout=90,
-                 what="a second executor started by Spark")
-        at = wait_for(lambda: (c := condition(world.get("sp", "elastic"), "Scaled")) and c["reason"] == "AtTarget" and c,
-                      timeout=30, what="Scaled AtTarget at two")
+        running(world, 2, "a second executor started by Spark")
+        at = at_target(world, "Scaled AtTarget at two")
         assert "2 of 2 executors running; DS2:" in at["message"]
 
-    shrunk = wait_for(lambda: (d := status(world).get("lastScalingDecision")) and d["toExecutors"] == 1 and d,
-                      timeout=60, what="DS2 deciding to shrink at the default utilization")
+    shrunk = decision_to(world, 1, "DS2 deciding to shrink at the default utilization")
     assert shrunk["fromExecutors"] == 2 and "shrinking from 2" in shrunk["reason"]
-    wait_for(lambda: status(world).get("executors") == {"current": 1, "target": 1}, timeout=90,
-             what="the surplus executor drained")
-    scaled = wait_for(lambda: (c := condition(world.get("sp", "elastic"), "Scaled")) and c["reason"] == "AtTarget" and c,
-                      timeout=30, what="Scaled AtTarget")
+    running(world, 1, "the surplus executor drained")
+    scaled = at_target(world, "Scaled AtTarget")
     assert scaled["status"] == "True" and "1 of 1 executors running" in scaled["message"]
     hosted = world.host.queries["team-a/steady"]
     before = hosted.batches

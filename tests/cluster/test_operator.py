@@ -11,7 +11,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -24,21 +24,12 @@ from sluice.runtime.host import QueryHost
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.server import ServerThread
+from sluice.testing.waiting import wait_for
 
 from .controlplane import ControlPlane, free_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
 SYSTEM = "sluice-system"
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 60, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @dataclass

@@ -10,19 +10,13 @@ from typing import Any
 import pytest
 
 from sluice.testing.kafka import KafkaBroker, KafkaUnavailable
+from sluice.testing.processes import running
 
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
-    kafka = KafkaBroker(Path(tmp_path_factory.mktemp("kafka")))
-    try:
-        kafka.start()
-    except KafkaUnavailable as error:
-        pytest.fail(str(error), pytrace=False)  # never a silent skip
-    try:
+    with running(KafkaBroker(Path(tmp_path_factory.mktemp("kafka"))), KafkaUnavailable) as kafka:
         yield kafka
-    finally:
-        kafka.stop()
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 from sluice.testing.kafka import KafkaBroker
 from sluice.testing.load import EVENT_SCHEMA, Burst, LoadPlan, generate
+from sluice.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -34,15 +35,6 @@ def kafka_query(name: str, bootstrap: str, topic: str, sink: dict[str, Any]) -> 
             "resources": {"shufflePartitions": 2},
         },
     })
-
-
-def wait_for(condition: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_generator_keeps_its_rate_and_stamps_production_time(broker: KafkaBroker, topic: str) -> None:
@@ -119,27 +111,11 @@ def test_a_pending_query_starts_once_however_many_ask(kafka_spark: Any, broker: 
                                                       caplog: pytest.LogCaptureFixture) -> None:
     """Retries once ran unlocked from several threads: each started the query, every start but
     one failed ("already active"), and the query showed Failed until the last one returned."""
-    from pyspark.sql.streaming.listener import StreamingQueryListener
-
+    from sluice.runtime.host import listen
     from sluice.runtime.pipeline import spark_name
 
     started: list[str] = []
-
-    class Starts(StreamingQueryListener):
-        def onQueryStarted(self, event: Any) -> None:
-            started.append(str(event.name))
-
-        def onQueryProgress(self, event: Any) -> None:
-            return None
-
-        def onQueryIdle(self, event: Any) -> None:
-            return None
-
-        def onQueryTerminated(self, event: Any) -> None:
-            return None
-
-    starts = Starts()
-    kafka_spark.streams.addListener(starts)
+    starts = listen(kafka_spark, on_started=started.append)
     host = QueryHost(kafka_spark, tmp_path / "ck", LocalScheduler(Scheduler("cameo", capacity=2)), retry_every=0.2)
     try:
         late = host.add(kafka_query("late", broker.bootstrap, "late-topic", {"type": "memory"}))

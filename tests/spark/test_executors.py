@@ -19,9 +19,10 @@ from sluice.runtime.host import QueryHost
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.server import ServerThread
+from sluice.testing.waiting import wait_for
 
 from .test_control_api import call
-from .test_runtime import files_source, iso, query, wait_for, write_rows
+from .test_runtime import files_source, iso, query, write_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 TOKEN = "s3cret-token"

@@ -22,6 +22,7 @@ from sluice.scheduler.client import SchedulerClient
 from sluice.scheduler.core import Completion, Scheduler
 from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.policies import BatchRequest, QuerySpec
+from sluice.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -52,15 +53,6 @@ def write_rows(folder: Path, name: str, rows: list[dict[str, Any]]) -> None:
 
 def iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int((t % 1) * 1000):03d}Z"
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 60, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

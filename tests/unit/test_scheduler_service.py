@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from sluice.scheduler.costs import CostModel, CostPrior
 from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.policies import BatchRequest, QuerySpec
 from sluice.scheduler.server import SchedulerService, ServerThread, make_app
+from sluice.testing.waiting import wait_for
 
 
 @pytest.fixture
@@ -31,15 +32,6 @@ def served() -> Iterator[tuple[ServerThread, SchedulerService]]:
         yield server, service
     finally:
         server.stop()
-
-
-def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    """Wait for a state change the test can observe (never a fixed sleep)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
 
 
 def _post(url: str, body: bytes, method: str = "POST") -> tuple[int, str]:
@@ -122,9 +114,9 @@ def test_the_urgent_query_is_granted_first_over_http(served: tuple[ServerThread,
 
     threads = [threading.Thread(target=ask, args=("bulk/agg",)), threading.Thread(target=ask, args=("pay/filter",))]
     threads[0].start()
-    until(lambda: service.core.pending_count() == 1, "the bulk batch to wait")
+    wait_for(lambda: service.core.pending_count() == 1, 10, "the bulk batch to wait", every=0.005)
     threads[1].start()
-    until(lambda: service.core.pending_count() == 2, "the urgent batch to wait too")
+    wait_for(lambda: service.core.pending_count() == 2, 10, "the urgent batch to wait too", every=0.005)
     assert order == []  # both wait: the slot is held
     client.complete("x/holder", [Completion("x/holder", holder.batch_id, seconds=0.5)])
     threads[1].join(10)
@@ -234,10 +226,10 @@ def test_in_process_scheduler_orders_threads_like_the_sidecar() -> None:
 
     a = threading.Thread(target=ask, args=("bulk/agg",))
     a.start()
-    until(lambda: local.core.pending_count() == 1, "the bulk batch to wait")
+    wait_for(lambda: local.core.pending_count() == 1, 10, "the bulk batch to wait", every=0.005)
     b = threading.Thread(target=ask, args=("pay/filter",))
     b.start()
-    until(lambda: local.core.pending_count() == 2, "the urgent batch to wait too")
+    wait_for(lambda: local.core.pending_count() == 2, 10, "the urgent batch to wait too", every=0.005)
     assert order == []
     local.complete("x/holder", [Completion("x/holder", 1, seconds=0.1)])
     b.join(5)

@@ -11,8 +11,9 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 RUN_DIR = Path(os.environ.get("SLUICE_CACHE", Path.home() / ".cache" / "sluice")) / "run"
 
@@ -72,3 +73,31 @@ def reap_leftovers(markers: Sequence[str]) -> list[int]:
             pass
         pidfile.unlink(missing_ok=True)
     return reaped
+
+
+class Service(Protocol):
+    def start(self) -> object: ...
+    def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=Service)
+
+
+@contextlib.contextmanager
+def running(service: S, unavailable: type[Exception]) -> Iterator[S]:
+    """A test fixture's service: started, yielded, stopped (also if the session is interrupted).
+
+    A start that raises `unavailable` fails the test with its one sentence: never a silent skip."""
+    import atexit
+
+    import pytest
+
+    atexit.register(service.stop)
+    try:
+        service.start()
+    except unavailable as error:
+        pytest.fail(str(error), pytrace=False)
+    try:
+        yield service
+    finally:
+        service.stop()
