@@ -12,6 +12,22 @@ from sluice.api.constants import BANDS
 from sluice.scheduler.bands import fairscheduler_xml
 
 KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+SHIPPED_WITH_PYSPARK = (
+    "org.apache.hadoop:hadoop-client-runtime", "org.apache.hadoop:hadoop-client-api", "org.slf4j:slf4j-api",
+    "at.yawk.lz4:lz4-java", "org.lz4:lz4-java", "org.xerial.snappy:snappy-java", "com.google.code.findbugs:jsr305",
+    "org.scala-lang.modules:scala-parallel-collections_2.13",
+)
+"""The connector's dependencies that pyspark's own jars already hold (same versions): not fetched again."""
+IVY_SETTINGS = """<ivysettings>
+  <settings defaultResolver="central"/>
+  <caches defaultCacheDir="{cache}"/>
+  <resolvers>
+    <ibiblio name="central" m2compatible="true" root="https://repo1.maven.org/maven2/"/>
+  </resolvers>
+</ivysettings>
+"""
+"""Maven Central only: Spark's default chain also asks repos.spark-packages.org, which is not
+reachable everywhere and prints a line per artifact when it is not."""
 
 
 def kafka_package() -> str:
@@ -19,6 +35,16 @@ def kafka_package() -> str:
     import pyspark
 
     return f"{KAFKA_PACKAGE}:{pyspark.__version__}"
+
+
+def ivy_settings(home: Path) -> Path:
+    """Ivy's settings for `spark.jars.packages`, with its cache under `home`."""
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "ivysettings.xml"
+    text = IVY_SETTINGS.format(cache=home / "cache")
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
 
 
 @dataclass
@@ -67,8 +93,11 @@ def build_session(config: SessionConfig) -> Any:
     if config.ui_port:
         builder = builder.config("spark.ui.port", str(config.ui_port))
     if config.kafka:
-        builder = builder.config("spark.jars.packages", kafka_package())
-        builder = builder.config("spark.jars.ivy", str(Path.home() / ".cache" / "sluice" / "ivy"))
+        ivy = Path.home() / ".cache" / "sluice" / "ivy"
+        builder = (builder.config("spark.jars.packages", kafka_package())
+                   .config("spark.jars.excludes", ",".join(SHIPPED_WITH_PYSPARK))
+                   .config("spark.jars.ivy", str(ivy))
+                   .config("spark.jars.ivySettings", str(ivy_settings(ivy))))
     for key, value in config.extra.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
