@@ -45,6 +45,10 @@ class BatchTimeline:
     """Input rows (not on the path; with useful_seconds, DS2's true rate)."""
     useful_seconds: float = 0.0
     """Task run time minus shuffle fetch wait over the batch's stages."""
+    committed: float | None = None
+    """Wall-clock time the batch's sink write completed (the gate's clock)."""
+    latency: float | None = None
+    """The batch's worst row latency, once its progress arrived."""
 
 
 def _stage_path(stages: list[StageSpan]) -> list[StageSpan]:

@@ -2,8 +2,9 @@
 
 Before the batch's action it asks the scheduler for a grant with cheap facts (rows expected from
 the input rate, the oldest event from the previous batch), sets `spark.scheduler.pool` to the
-granted band, runs the sink and measures the batch (`sluice.runtime.measure`). The batch's cost
-report travels with the query's next ask. A batch covered by an earlier group grant (Drizzle)
+granted band, runs the sink's write and notes when it completed (`sluice.runtime.measure`).
+Everything else about the batch (its rows, its latency) arrives with its progress, off the batch
+path. The batch's cost report travels with the query's next ask. A batch covered by an earlier group grant (Drizzle)
 runs in that grant's band without asking.
 
 A stateful batch may be delayed but never skipped: the gate always runs the action; on shutdown
@@ -28,8 +29,7 @@ from sluice.scheduler.policies import BatchRequest, QuerySpec
 
 from .batching import expected_rows, oldest_event
 from .hosted import HostedQuery
-from .latency import GRID, BatchLatency, batch_latency
-from .measure import write_and_measure
+from .measure import write
 from .metrics import Metrics
 
 
@@ -48,25 +48,26 @@ FixedPool = Callable[[StreamingQuery], str | None]
 """Ungated hosts: the FAIR pool a query's batches run in (None: Spark's default)."""
 
 
-def with_tail(hosted: HostedQuery, done: Completion) -> Completion:
-    """C_path feedback: what followed the action on the batch's critical path (Spark's offset commit)."""
+def with_progress(hosted: HostedQuery, done: Completion) -> Completion:
+    """What the batch's progress taught since it ran: its input rows, its worst latency, and the
+    C_path feedback (what followed the action on its critical path: Spark's offset commit)."""
     timeline = hosted.timelines.get(done.batch_id)
-    if done.tail is not None or timeline is None or "commitOffsets" not in timeline.durations_ms:
+    if timeline is None or not timeline.durations_ms:
         return done
-    return replace(done, tail=timeline.durations_ms["commitOffsets"] / 1000)
+    tail = timeline.durations_ms.get("commitOffsets")
+    return replace(done, rows=int(timeline.rows), latency=done.latency if timeline.latency is None else timeline.latency,
+                   tail=done.tail if done.tail is not None or tail is None else tail / 1000)
 
 
 class Gate:
     def __init__(self, spark: Any, scheduler: Gatekeeper | None, fixed_pool: FixedPool, metrics: Metrics,
-                 lock: threading.Lock, clock: Callable[[], float], measure_from: float) -> None:
+                 lock: threading.Lock, clock: Callable[[], float]) -> None:
         self.spark = spark
         self.scheduler = scheduler
         self.fixed_pool = fixed_pool
         self.metrics = metrics
         self.lock = lock
         self.clock = clock
-        self.measure_from = measure_from
-        """Batches committed before this wall-clock time are left out of latency figures (warm-up)."""
 
     def for_query(self, hosted: HostedQuery) -> Callable[[Any, int], None]:
         def gate(frame: Any, batch_id: int) -> None:
@@ -74,9 +75,9 @@ class Gate:
 
         return gate
 
-    def _grant(self, hosted: HostedQuery, batch_id: int, now: float) -> tuple[Grant, float]:
+    def _grant(self, hosted: HostedQuery, request: BatchRequest) -> tuple[Grant, float]:
         """Ask for a grant; returns it and the coordination time (asking minus queueing)."""
-        key = hosted.query.key
+        key, batch_id = request.query, request.batch_id
         with self.lock:
             if self.scheduler is None or hosted.stopping:
                 band = self.fixed_pool(hosted.query) or DEFAULT_BAND
@@ -85,9 +86,7 @@ class Gate:
             if group is not None and batch_id != group.batch_id and covers(group.batch_id, group.last, batch_id):
                 hosted.grouped += 1  # covered by the group grant (Drizzle): no ask, same band
                 return replace(group, batch_id=batch_id, waited=0.0), 0.0
-            request = BatchRequest(key, batch_id, expected_rows(hosted.input_rate, hosted.last_batch_started, now),
-                                   oldest_event(hosted.newest_input, hosted.last_newest))
-            completed, hosted.completions = [with_tail(hosted, c) for c in hosted.completions], []
+            completed, hosted.completions = [with_progress(hosted, c) for c in hosted.completions], []
         started = time.perf_counter()
         grant = self.scheduler.dispatch(request, completed)
         asked = time.perf_counter() - started
@@ -100,56 +99,46 @@ class Gate:
         query = hosted.query
         labels = (query.tenant, query.key)
         entered = self.clock()
-        grant, coordination = self._grant(hosted, batch_id, entered)
+        with self.lock:
+            request = BatchRequest(query.key, batch_id, expected_rows(hosted.input_rate, hosted.last_batch_started, entered),
+                                   oldest_event(hosted.newest_input, hosted.last_newest))
+        grant, coordination = self._grant(hosted, request)
         sc = self.spark.sparkContext
         pool = None if (self.scheduler is None and self.fixed_pool(query) is None) else grant.band
         with self.lock:
             hosted.last_batch_started = entered
             hosted.record_band(batch_id, grant.band)
             hosted.timeline(batch_id).gate_wait = grant.waited
-        self.metrics.gate_wait.labels(*labels).set(grant.waited)
         sc.setLocalProperty("spark.scheduler.pool", pool)
         sc.setJobDescription(f"sluice {query.key} batch {batch_id}")
         began = time.perf_counter()
         try:
-            facts = write_and_measure(frame, query, batch_id, self.clock)
+            written = write(frame, query, batch_id, self.clock)
         finally:
             sc.setLocalProperty("spark.scheduler.pool", None)
             sc.setJobDescription(None)
         action = time.perf_counter() - began
-        latency: BatchLatency | None = None
-        if facts.rows > 0 and len(facts.produced) == len(GRID):
-            latency = batch_latency(facts.committed, facts.rows, facts.produced)
-        worst = max(latency.latencies) if latency else None
-        # each batch reports itself; a group's slot frees with its last batch (sent with the next ask)
-        done = Completion(query.key, batch_id, action, facts.rows, coordination=coordination, latency=worst)
+        # each batch reports itself with the next ask (a group's slot frees with its last batch);
+        # its rows and latency are filled in from its progress by then (`with_progress`)
+        done = Completion(query.key, batch_id, action, request.rows, coordination=coordination)
         with self.lock:
-            hosted.keep_rows(facts.collected)
-            if latency is not None:
-                if facts.committed >= self.measure_from:
-                    hosted.window.add(latency)
-                hosted.last_newest = facts.produced[-1]
-            elif hosted.last_newest is None:
+            hosted.keep_rows(written.collected)
+            hosted.timeline(batch_id).committed = written.committed
+            if hosted.last_newest is None:
                 hosted.last_newest = entered
             hosted.batches += 1
-            hosted.output_rows += facts.rows
             hosted.last_action = action
             if self.scheduler is not None and not grant.fail_open:
                 hosted.completions.append(done)
-            summary = hosted.window.summary(self.clock())
+        self.metrics.gate_wait.labels(*labels).set(grant.waited)
         self.metrics.batches.labels(*labels).inc()
         self.metrics.batch_seconds.labels(*labels).set(action)
-        if summary.p50 is not None and summary.p99 is not None:
-            self.metrics.latency_p50.labels(*labels).set(summary.p50)
-            self.metrics.latency_p99.labels(*labels).set(summary.p99)
-        if summary.attainment is not None:
-            self.metrics.attainment.labels(*labels).set(summary.attainment)
 
     def flush(self, hosted: HostedQuery) -> None:
         """Send completions still held for the next ask (the query stops)."""
         if self.scheduler is None:
             return
         with self.lock:
-            completed, hosted.completions = [with_tail(hosted, c) for c in hosted.completions], []
+            completed, hosted.completions = [with_progress(hosted, c) for c in hosted.completions], []
         if completed:
             self.scheduler.complete(hosted.query.key, completed)

@@ -16,6 +16,7 @@ Concurrency (one model, two rules):
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 import threading
 import time
@@ -32,9 +33,9 @@ from sluice.api.runtime import QueryPhase, QueryStatus
 from .gate import FixedPool, Gate, Gatekeeper
 from .hosted import HostedQuery, query_spec
 from .kafka_check import kafka_problem
-from .latency import LatencyWindow
+from .latency import GRID, LatencyWindow, Summary, batch_latency
 from .metrics import Metrics
-from .pipeline import build, spark_name
+from .pipeline import OBSERVED, build, spark_name
 from .stages import StageCost, StagePoller
 
 log = logging.getLogger("sluice.runtime")
@@ -67,7 +68,9 @@ class QueryHost:
         self._by_spark_name: dict[str, HostedQuery] = {}
         self.latency_horizon = latency_horizon
         self.retry_every = retry_every
-        self.gate = Gate(spark, gate, fixed_pool or (lambda q: None), self.metrics, self.lock, clock, measure_from)
+        self.measure_from = measure_from
+        """Batches committed before this wall-clock time are left out of latency figures (warm-up)."""
+        self.gate = Gate(spark, gate, fixed_pool or (lambda q: None), self.metrics, self.lock, clock)
         self._owner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sluice-lifecycle")
         self._closed = threading.Event()
         self._listener = listen(spark, on_progress=self.on_progress)
@@ -138,6 +141,7 @@ class QueryHost:
         with self.lock:
             self.queries[query.key] = hosted
             self._by_spark_name[spark_name(query.key)] = hosted
+        self._export_latency(hosted)
         if query.spec.suspend:
             self._set_phase(hosted, "Suspended", "spec.suspend is true; the checkpoint is kept.")
             return hosted
@@ -249,11 +253,31 @@ class QueryHost:
 
     # ------------------------------------------------------------------ what Spark reports
 
+    def _export_latency(self, hosted: HostedQuery) -> None:
+        """The latency gauges read the window when Prometheus scrapes, never on the batch path."""
+        labels = (hosted.query.tenant, hosted.query.key)
+
+        def read(pick: Callable[[Summary], float | None]) -> Callable[[], float]:
+            def value() -> float:
+                with self.lock:
+                    figure = pick(hosted.window.summary(self.clock()))
+                return math.nan if figure is None else figure
+
+            return value
+
+        self.metrics.latency_p50.labels(*labels).set_function(read(lambda s: s.p50))
+        self.metrics.latency_p99.labels(*labels).set_function(read(lambda s: s.p99))
+        self.metrics.attainment.labels(*labels).set_function(read(lambda s: s.attainment))
+
     def on_progress(self, name: str, progress: Any) -> None:
-        """A batch's StreamingQueryProgress (from Spark's listener bus)."""
+        """A batch's StreamingQueryProgress (from Spark's listener bus): rates, phase times, state,
+        and the batch's latency from the production times Spark observed inside its write."""
         rows = int(progress.numInputRows or 0)
         newest = (progress.eventTime or {}).get("max")
         operators = progress.stateOperators or []
+        observed = (progress.observedMetrics or {}).get(OBSERVED)
+        output = int(observed["n"] or 0) if observed is not None else 0
+        produced = [float(x) for x in (observed["q"] or [])] if observed is not None else []
         with self.lock:
             hosted = self._by_spark_name.get(name)
             if hosted is None:
@@ -262,6 +286,13 @@ class QueryHost:
             timeline = hosted.timeline(int(progress.batchId))
             timeline.rows += rows
             timeline.durations_ms = {k: float(v) for k, v in (progress.durationMs or {}).items()}
+            hosted.output_rows += output
+            if timeline.committed is not None and output > 0 and len(produced) == len(GRID):
+                latency = batch_latency(timeline.committed, output, produced)
+                if timeline.committed >= self.measure_from:
+                    hosted.window.add(latency)
+                hosted.last_newest = produced[-1]
+                timeline.latency = max(latency.latencies)
             hosted.input_rate = float(progress.inputRowsPerSecond or 0.0)
             hosted.processing_rate = float(progress.processedRowsPerSecond or 0.0)
             if newest:  # the newest *input* event (windowed output rows carry window ends instead)

@@ -29,7 +29,13 @@ from sluice.api.query import (
     StreamingQuery,
 )
 
+from .latency import GRID
+
 TS = "_sluice_ts"
+OBSERVED = "sluice"
+"""The name of the observation every query's plan carries: its output rows and the GRID quantiles
+of their production times, computed by Spark inside the sink's own job and reported in the
+batch's progress (`observedMetrics`). Latency is measured from them, off the batch path."""
 
 
 def spark_name(key: str) -> str:
@@ -48,7 +54,7 @@ class Plan:
     """What the builder made of a spec."""
 
     frame: Any
-    """The streaming DataFrame (with `_sluice_ts`)."""
+    """The streaming DataFrame (observed, see OBSERVED)."""
     output_mode: str
 
 
@@ -109,8 +115,11 @@ def _aggregate(agg: Aggregation) -> Any:
     return column.alias(agg.output)
 
 
-def build(spark: Any, query: StreamingQuery) -> Plan:
-    """The streaming DataFrame for a query's source and steps."""
+def build(spark: Any, query: StreamingQuery, measured: bool = True) -> Plan:
+    """The streaming DataFrame for a query's source and steps, without `_sluice_ts`.
+
+    `measured`: observe the output rows' count and production-time quantiles (see OBSERVED);
+    False gives the query as plain Spark would run it (the overhead benchmark's baseline)."""
     from pyspark.sql import functions as F
 
     frame = _source(spark, query)
@@ -140,13 +149,19 @@ def build(spark: Any, query: StreamingQuery) -> Plan:
             frame = frame.groupBy(*keys).agg(*aggs, due)
             if windowed:
                 frame = frame.withColumn(TS, F.col("window.end"))
+    if measured:
+        frame = frame.observe(
+            OBSERVED,
+            F.count(F.lit(1)).alias("n"),
+            F.percentile_approx(F.col(TS).cast("double"), list(GRID), 1000).alias("q"),
+        )
     stateful = query.spec.stateful
     mode = "append" if not stateful or windowed else "update"
-    return Plan(frame, mode)
+    return Plan(frame.drop(TS), mode)
 
 
 def write_batch(frame: Any, query: StreamingQuery, batch_id: int) -> None:
-    """The sink's action for one micro-batch (inside foreachBatch); `frame` has no `_sluice_ts`.
+    """The sink's action for one micro-batch (inside foreachBatch).
 
     Files land in `<path>/batch_id=<id>/`, overwritten if Spark replays the batch after a crash,
     so a replay never duplicates rows (reading `<path>` gives a `batch_id` column).
@@ -166,7 +181,7 @@ def write_batch(frame: Any, query: StreamingQuery, batch_id: int) -> None:
             .option("topic", sink.topic)
             .save()
         )
-    elif sink.type == "memory":  # the host collects memory batches itself, with their latency
+    elif sink.type == "memory":  # the host collects memory batches itself
         raise ValueError("memory batches are collected by the host")
     elif sink.type == "noop":
         frame.write.format("noop").mode("overwrite").save()

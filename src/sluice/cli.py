@@ -306,6 +306,31 @@ def bench_scheduler(clients: int, seconds: float, as_json: bool, core_queries: i
         click.echo(f"wrote {folder / 'scheduler.json'}", err=True)
 
 
+@bench.command("overhead")
+@click.option("--rounds", type=click.IntRange(3, 50), default=3, show_default=True,
+              help="Rounds; each runs plain Spark, Sluice ungated and Sluice with cameo once, in fresh processes.")
+@click.option("--seconds", type=click.FloatRange(10, 3600), default=60, show_default=True, help="Measured seconds per run.")
+@click.option("--warmup", type=click.FloatRange(0, 600), default=20, show_default=True, help="Seconds left out at each run's start.")
+@click.option("--rate", type=click.FloatRange(1, 1e6), default=1000, show_default=True, help="Kafka events per second.")
+@click.option("--trigger", default="500ms", show_default=True, help="The query's micro-batch interval.")
+@click.option("--out", type=click.Path(file_okay=False), default="bench/out/overhead", show_default=True,
+              help="Writes results.json, summary.txt, overhead.png and each run's files here.")
+def bench_overhead(rounds: int, seconds: float, warmup: float, rate: float, trigger: str, out: str) -> None:
+    """Sluice's per-batch cost against plain Spark: one Kafka filter query three ways, side by side."""
+    from sluice.runtime import overhead
+    from sluice.testing.kafka import KafkaUnavailable
+
+    _duration(trigger, "--trigger")
+    options = overhead.Options(rounds=rounds, seconds=seconds, warmup=warmup, rate=rate, trigger=trigger)
+    try:
+        result = overhead.run(options, Path(out), log=lambda m: click.echo(m, err=True))
+    except (KafkaUnavailable, RuntimeError) as error:
+        click.echo(str(error), err=True)
+        sys.exit(1)
+    click.echo(result["table"])
+    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/overhead.png")
+
+
 @bench.command("cameo")
 @click.option("--scenario", type=click.Path(dir_okay=False), required=True, help="Scenario YAML (see bench/scenarios/).")
 @click.option("--policies", default="fifo,fair,cameo", show_default=True, help="Policies to compare.")

@@ -1,0 +1,253 @@
+"""`sluice bench overhead`: what Sluice adds to every micro-batch, against plain Spark, side by side.
+
+One Kafka filter query (the same manifest each time) runs three ways:
+- `plain`: Spark alone. The query's DataFrame (Sluice's builder, so the same plan, without
+  Sluice's latency observation) written with `writeStream.format("noop")`, FIFO scheduling;
+- `ungated`: through Sluice's runtime (`QueryHost`) with no scheduler (the `fifo` policy):
+  foreachBatch, the sink's write with its latency measurement, status and metrics;
+- `cameo`: the same, gated by the in-process Cameo scheduler with FAIR bands.
+
+Each run is a fresh process (a fresh JVM) reading a fresh topic that the load generator fills at a
+fixed rate; the modes take turns within a round and the order rotates between rounds, so drift of
+the machine hits all of them alike. Spark's own progress reports give each batch's
+`triggerExecution` (the whole batch) and `addBatch` (the sink's part); batches of the warm-up are
+left out. The figure to quote is the median over rounds of each round's median ratio to plain.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sluice.api.manifest import load_query
+
+MODES = ("plain", "ungated", "cameo")
+PHASES = ("triggerExecution", "addBatch")
+GOAL = 1.10
+"""The median cameo/plain ratio of triggerExecution Sluice must stay within."""
+
+
+@dataclass(frozen=True)
+class Options:
+    rounds: int = 3
+    seconds: float = 60.0
+    """Measured seconds per run (after the warm-up)."""
+    warmup: float = 20.0
+    """Seconds of each run left out (JIT, the first backlog)."""
+    rate: float = 1000.0
+    """Events per second produced."""
+    trigger: str = "500ms"
+
+
+def manifest(bootstrap: str, topic: str, trigger: str) -> dict[str, Any]:
+    """The measured query: a Kafka filter with a noop sink."""
+    return {
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery",
+        "metadata": {"name": "filter", "namespace": "overhead"},
+        "spec": {
+            "pool": "bench",
+            "source": {"type": "kafka", "bootstrapServers": bootstrap, "topic": topic, "startingOffsets": "earliest",
+                       "schema": "key STRING, seq BIGINT, produced_at TIMESTAMP, amount DOUBLE"},
+            "pipeline": [{"filter": "amount > 500"}, {"select": ["key", "seq", "amount"]}],
+            "sink": {"type": "noop"}, "sla": {"latencyTarget": "2s"}, "trigger": {"interval": trigger},
+        },
+    }
+
+
+# ---------------------------------------------------------------- one run (a fresh process)
+
+def run_child(mode: str, manifest_path: Path, seconds: float, warmup: float, report: Path) -> None:
+    """Run the query one way for warm-up + seconds and write its batches' phase times to `report`."""
+    from sluice.scheduler.core import Scheduler
+    from sluice.scheduler.local import LocalScheduler
+
+    from .host import QueryHost
+    from .pipeline import build, spark_name
+    from .session import SessionConfig, build_session
+
+    query = load_query(yaml.safe_load(manifest_path.read_text()))
+    workdir = Path(tempfile.mkdtemp(prefix=f"sluice-overhead-{mode}-"))
+    spark = build_session(SessionConfig(
+        master="local[*]", scheduling="FAIR" if mode == "cameo" else "FIFO", kafka=True, workdir=workdir,
+        extra={"spark.sql.streaming.numRecentProgressUpdates": "10000"}))
+    host = None
+    started = time.time()
+    if mode == "plain":
+        plan = build(spark, query, measured=False)
+        handle = (plan.frame.writeStream.queryName(spark_name(query.key)).outputMode(plan.output_mode)
+                  .option("checkpointLocation", str(workdir / "checkpoint")).format("noop")
+                  .trigger(processingTime=f"{int(query.spec.trigger.interval.seconds * 1000)} milliseconds").start())
+    else:
+        gate = LocalScheduler(Scheduler("cameo", capacity=4)) if mode == "cameo" else None
+        host = QueryHost(spark, workdir / "checkpoints", gate, measure_from=started + warmup)
+        hosted = host.add(query)
+        if hosted.phase != "Running":
+            raise SystemExit(f"the query did not start: {hosted.message}")
+        handle = hosted.handle
+    time.sleep(warmup + seconds)
+    measured_from = started + warmup
+    batches = [
+        {"batchId": int(p.batchId), "rows": int(p.numInputRows),
+         **{phase: float((p.durationMs or {}).get(phase, 0.0)) for phase in PHASES}}
+        for p in handle.recentProgress
+        if _epoch(p.timestamp) >= measured_from and int(p.numInputRows) > 0
+    ]
+    latency = None
+    if host is not None:
+        status = host.status(query.key)
+        latency = {"p50_ms": status.p50_ms, "p99_ms": status.p99_ms, "attainment": status.attainment}
+        host.stop_all()
+    else:
+        handle.stop()
+    report.write_text(json.dumps({"mode": mode, "batches": batches, "latency": latency}) + "\n")
+    spark.stop()
+
+
+def _epoch(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+# ---------------------------------------------------------------- the benchmark
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per mode: median and p90 of each phase over every measured batch; per round: ratios to plain."""
+    modes: dict[str, Any] = {}
+    for mode in MODES:
+        batches = [b for r in runs if r["mode"] == mode for b in r["batches"]]
+        if not batches:
+            continue
+        modes[mode] = {"batches": len(batches)}
+        for phase in PHASES:
+            values = sorted(b[phase] for b in batches)
+            modes[mode][phase] = {"median_ms": statistics.median(values), "p90_ms": values[int(0.9 * (len(values) - 1))]}
+    rounds: list[dict[str, Any]] = []
+    for number in sorted({r["round"] for r in runs}):
+        medians = {r["mode"]: {phase: statistics.median([b[phase] for b in r["batches"]]) for phase in PHASES}
+                   for r in runs if r["round"] == number and r["batches"]}
+        plain = medians.get("plain")
+        ratios = {f"{mode}/plain": {phase: round(m[phase] / plain[phase], 3) for phase in PHASES if plain[phase] > 0}
+                  for mode, m in medians.items() if mode != "plain" and plain}
+        rounds.append({"round": number, "median_ms": medians, "ratios": ratios})
+    overall = {}
+    for mode in MODES[1:]:
+        per_round = [r["ratios"][f"{mode}/plain"]["triggerExecution"] for r in rounds
+                     if f"{mode}/plain" in r["ratios"] and "triggerExecution" in r["ratios"][f"{mode}/plain"]]
+        if per_round:
+            overall[f"{mode}/plain"] = {"median": round(statistics.median(per_round), 3),
+                                        "min": min(per_round), "max": max(per_round)}
+    latency = {mode: [r["latency"] for r in runs if r["mode"] == mode and r["latency"]] for mode in MODES[1:]}
+    return {"modes": modes, "rounds": rounds, "triggerExecution_ratio": overall, "latency": latency}
+
+
+def render(summary: dict[str, Any]) -> str:
+    lines = [f"{'mode':8} {'batches':>7} {'trigger p50':>11} {'trigger p90':>11} {'addBatch p50':>12} {'addBatch p90':>12}"]
+    for mode, row in summary["modes"].items():
+        t, a = row["triggerExecution"], row["addBatch"]
+        lines.append(f"{mode:8} {row['batches']:>7} {t['median_ms']:>9.0f}ms {t['p90_ms']:>9.0f}ms "
+                     f"{a['median_ms']:>10.0f}ms {a['p90_ms']:>10.0f}ms")
+    lines.append("")
+    for r in summary["rounds"]:
+        ratios = ", ".join(f"{k} {v.get('triggerExecution', float('nan')):.2f}x (addBatch {v.get('addBatch', float('nan')):.2f}x)"
+                           for k, v in r["ratios"].items())
+        lines.append(f"round {r['round'] + 1}: {ratios}")
+    for name, ratio in summary["triggerExecution_ratio"].items():
+        met = "met" if ratio["median"] <= GOAL else "missed"
+        verdict = f" (goal <= {GOAL:.2f}: {met})" if name == "cameo/plain" else ""
+        lines.append(f"median {name} triggerExecution: {ratio['median']:.2f}x over rounds "
+                     f"(spread {ratio['min']:.2f}-{ratio['max']:.2f}){verdict}")
+    return "\n".join(lines)
+
+
+def plot(runs: list[dict[str, Any]], summary: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    for ax, phase in zip(axes, PHASES, strict=True):
+        data = [[b[phase] for r in runs if r["mode"] == mode for b in r["batches"]] for mode in MODES]
+        present = [(mode, d) for mode, d in zip(MODES, data, strict=True) if d]
+        ax.boxplot([d for _, d in present], showfliers=False)
+        ax.set_xticks(range(1, len(present) + 1), [m for m, _ in present])
+        ax.set_title(f"{phase} per batch (ms)")
+        ax.set_ylabel("ms")
+        ax.grid(axis="y", alpha=0.3)
+    ratio = summary["triggerExecution_ratio"].get("cameo/plain", {}).get("median")
+    fig.suptitle("Sluice's per-batch cost against plain Spark" + (f": cameo/plain {ratio:.2f}x" if ratio else ""))
+    fig.tight_layout()
+    fig.savefig(out / "overhead.png", dpi=110)
+    plt.close(fig)
+
+
+def run(options: Options, out: Path, log: Any = print) -> dict[str, Any]:
+    """Every round runs each mode once, in a fresh process; writes results.json and overhead.png."""
+    from sluice.testing.kafka import KafkaBroker
+    from sluice.testing.load import LoadPlan, generate
+
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / "kafka", ignore_errors=True)
+    shutil.rmtree(out / "runs", ignore_errors=True)
+    broker = KafkaBroker(out / "kafka").start()
+    log(f"kafka ready at {broker.bootstrap}")
+    runs: list[dict[str, Any]] = []
+    try:
+        for number in range(options.rounds):
+            order = MODES[number % len(MODES):] + MODES[: number % len(MODES)]
+            log(f"round {number + 1}/{options.rounds}: {', '.join(order)}")
+            for mode in order:
+                folder = out / "runs" / f"{mode}-{number}"
+                folder.mkdir(parents=True)
+                topic = broker.create_topic(f"overhead-{uuid.uuid4().hex[:8]}", partitions=2)
+                (folder / "query.yaml").write_text(yaml.safe_dump(manifest(broker.bootstrap, topic, options.trigger)))
+                stop = threading.Event()
+                sent: dict[str, Any] = {}
+
+                def produce(plan: LoadPlan, into: dict[str, Any], stop: threading.Event = stop) -> None:
+                    into.update(generate(plan, broker.bootstrap, stop.is_set))
+
+                producer = threading.Thread(target=produce, args=(LoadPlan(topic, options.rate), sent), daemon=True)
+                producer.start()
+                child = subprocess.run(
+                    [sys.executable, "-m", "sluice.runtime.overhead", mode, str(folder / "query.yaml"),
+                     str(options.seconds), str(options.warmup), str(folder / "report.json")],
+                    stdout=subprocess.DEVNULL, stderr=(folder / "run.log").open("wb"),
+                    timeout=options.seconds + options.warmup + 300, check=False)
+                stop.set()
+                producer.join(60)
+                if child.returncode != 0 or not (folder / "report.json").exists():
+                    tail = (folder / "run.log").read_text(errors="replace").strip().splitlines()[-3:]
+                    raise RuntimeError(f"the {mode} run failed (exit {child.returncode}): {' / '.join(tail)}")
+                result = json.loads((folder / "report.json").read_text())
+                result.update(round=number, sent=sent.get("sent", 0))
+                runs.append(result)
+                times = sorted(b["triggerExecution"] for b in result["batches"])
+                log(f"  {mode}: {len(times)} batches, triggerExecution median "
+                    f"{statistics.median(times) if times else float('nan'):.0f} ms")
+    finally:
+        broker.stop()
+    summary = summarize(runs)
+    (out / "results.json").write_text(json.dumps({"options": asdict(options), **summary, "runs": runs}, indent=2) + "\n")
+    plot(runs, summary, out)
+    table = render(summary)
+    (out / "summary.txt").write_text(table + "\n")
+    return {"summary": summary, "table": table}
+
+
+if __name__ == "__main__":  # a child run: MODE MANIFEST SECONDS WARMUP REPORT
+    mode_, manifest_, seconds_, warmup_, report_ = sys.argv[1:6]
+    run_child(mode_, Path(manifest_), float(seconds_), float(warmup_), Path(report_))
