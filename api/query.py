@@ -271,7 +271,7 @@ class Sla(Model):
 
 
 class Trigger(Model):
-    """When micro-batches start."""
+    """When micro-batches start (set it only to override the interval Sluice picks from the SLA)."""
 
     interval: Duration = Duration.parse("0s")
     """Processing-time trigger interval; 0s starts the next batch as soon as one ends."""
@@ -301,8 +301,9 @@ class StreamingQuerySpec(Model):
     """Where results go."""
     sla: Sla
     """Latency objective."""
-    trigger: Trigger = Field(default_factory=Trigger)
-    """Micro-batch trigger."""
+    trigger: Trigger | None = None
+    """Micro-batch trigger. Omitted: the runtime picks the interval from the SLA and the measured
+    batch costs (the largest whose worst case stays within the SLA) and adapts it."""
     resources: Resources = Field(default_factory=Resources)
     """Sizing hints."""
     suspend: bool = False
@@ -376,6 +377,11 @@ def check_pipeline(steps: list[Step]) -> None:
 
 class StreamingQueryStatus(CommonStatus):
     """Observed state of a StreamingQuery."""
+
+    batchIntervalMs: float | None = None
+    """The micro-batch interval in force."""
+    batchIntervalReason: str = ""
+    """Why that interval, in one sentence (spec.trigger, or the SLA and the measured costs)."""
 
     batches: int | None = None
     """Micro-batches committed since the query started."""

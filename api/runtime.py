@@ -83,6 +83,10 @@ class QueryStatus(Answer):
     criticalPath: dict[str, float] = Field(default_factory=dict)
     """Share of recent batches' critical path per part (SnailTrail)."""
     bottleneck: str = ""
+    interval_ms: float | None = None
+    """The micro-batch interval in force."""
+    interval_reason: str = ""
+    """Why that interval: spec.trigger, or the SLA and the measured batch costs."""
 
 
 class Registration(Answer):

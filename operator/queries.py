@@ -143,4 +143,6 @@ async def sync_query(body: kopf.Body, name: str, namespace: str | None, patch: k
     patch.status["rows"] = status.rows
     patch.status["schedulerMode"] = status.scheduler
     patch.status["bottleneck"] = status.bottleneck
+    patch.status["batchIntervalMs"] = status.interval_ms
+    patch.status["batchIntervalReason"] = status.interval_reason
     metrics.phase(namespace, name, status.phase)

@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry
 
 from sluice.api.query import StreamingQuery
 from sluice.api.runtime import QueryPhase, QueryStatus
+from sluice.scheduler import intervals
 
 from .gate import FixedPool, Gate, Gatekeeper
 from .hosted import HostedQuery, query_spec
@@ -56,6 +57,7 @@ class QueryHost:
         latency_horizon: float = 60.0,
         measure_from: float = 0.0,
         retry_every: float = 5.0,
+        interval_dwell: float = 30.0,
     ) -> None:
         self.spark = spark
         self.checkpoints = checkpoints
@@ -68,6 +70,8 @@ class QueryHost:
         self._by_spark_name: dict[str, HostedQuery] = {}
         self.latency_horizon = latency_horizon
         self.retry_every = retry_every
+        self.interval_dwell = interval_dwell
+        """Seconds a query keeps an SLA-driven interval before it may change (a change restarts it)."""
         self.measure_from = measure_from
         """Batches committed before this wall-clock time are left out of latency figures (warm-up)."""
         self.gate = Gate(spark, gate, fixed_pool or (lambda q: None), self.metrics, self.lock, clock)
@@ -176,7 +180,8 @@ class QueryHost:
                 .option("checkpointLocation", str(self.checkpoint(query.key)))
                 .foreachBatch(self.gate.for_query(hosted))
             )
-            interval = query.spec.trigger.interval.seconds
+            interval = hosted.interval if hosted.interval is not None and query.spec.trigger is None \
+                else self._choose_interval(hosted)
             if interval > 0:
                 writer = writer.trigger(processingTime=f"{int(interval * 1000)} milliseconds")
             handle = writer.start()
@@ -187,6 +192,59 @@ class QueryHost:
         with self.lock:
             hosted.handle = handle
         self._set_phase(hosted, "Running", "")
+
+    def _choose_interval(self, hosted: HostedQuery) -> float:
+        """The interval to start with: spec.trigger, else the SLA's (pure `intervals.next_interval`)."""
+        trigger = hosted.query.spec.trigger
+        if trigger is not None:
+            choice = intervals.Choice(trigger.interval.seconds, "spec.trigger sets it.")
+        else:
+            with self.lock:
+                costs = self._costs_of(hosted)
+                current = hosted.interval
+            choice = intervals.next_interval(current, hosted.spec.latency_target, costs, self._delay(hosted))
+        with self.lock:
+            hosted.interval, hosted.interval_reason = choice.interval, choice.reason
+            hosted.interval_since = self.clock()
+        return choice.interval
+
+    @staticmethod
+    def _delay(hosted: HostedQuery) -> float:
+        return hosted.spec.watermark_delay if hosted.spec.window_size is not None else 0.0
+
+    def _costs_of(self, hosted: HostedQuery) -> intervals.Costs:
+        """What the interval rests on: the recent batches' measured costs, or before any, Spark's
+        known floor, a cautious cost per row and the spec's expected rate."""
+        found = intervals.measured(hosted.batch_costs(), hosted.input_rate, hosted.recent_gate_wait(),
+                                   hosted.recent_commit())
+        if found is not None:
+            return found
+        rate = hosted.input_rate or hosted.query.spec.resources.expectedRate or 0.0
+        return intervals.Costs(intervals.FIXED_PRIOR, intervals.PER_ROW_PRIOR, rate, 0.0, intervals.COMMIT_PRIOR)
+
+    def _adapt_interval(self, hosted: HostedQuery) -> None:
+        """Restart a query whose SLA-driven interval should change (rarely: hysteresis and a dwell)."""
+        if hosted.query.spec.trigger is not None or hosted.phase != "Running" or hosted.interval is None:
+            return
+        key = hosted.query.key
+        if self.clock() - hosted.interval_since < self.interval_dwell:
+            return
+        with self.lock:
+            if len(hosted.batch_costs(since=hosted.interval_since)) < 3:
+                return  # too little measured at this interval
+        with self.lock:
+            costs = self._costs_of(hosted)
+        choice = intervals.next_interval(hosted.interval, hosted.spec.latency_target, costs, self._delay(hosted))
+        if abs(choice.interval - hosted.interval) < 1e-3:
+            with self.lock:
+                hosted.interval_reason = choice.reason
+            return
+        log.info("query %s: batch interval %.0f ms -> %.0f ms (%s)", key, hosted.interval * 1000,
+                 choice.interval * 1000, choice.reason)
+        self._stop(hosted)
+        with self.lock:  # _start keeps it: the choice is made
+            hosted.interval, hosted.interval_reason, hosted.interval_since = choice.interval, choice.reason, self.clock()
+        self._start(hosted)
 
     def checkpoint(self, key: str) -> Path:
         tenant, name = key.split("/", 1)
@@ -250,6 +308,7 @@ class QueryHost:
             if handle is not None and hosted.phase == "Running" and not handle.isActive:
                 error = handle.exception()
                 self._set_phase(hosted, "Failed", one_line(error) if error else "the query stopped")
+            self._adapt_interval(hosted)
 
     # ------------------------------------------------------------------ what Spark reports
 

@@ -76,6 +76,11 @@ class HostedQuery:
     """The last grant, if it covers later batches too (k > 1, Drizzle)."""
     grouped: int = 0
     """Batches run under an earlier batch's group grant, without asking."""
+    interval: float | None = None
+    """The micro-batch interval in force (seconds); None before the first start."""
+    interval_reason: str = ""
+    interval_since: float = 0.0
+    """When the query last started with its interval (the next change waits a while)."""
 
     def timeline(self, batch_id: int) -> BatchTimeline:
         found = self.timelines.get(batch_id)
@@ -90,6 +95,28 @@ class HostedQuery:
         self.band_log[batch_id] = band
         if len(self.band_log) > BAND_LOG:
             del self.band_log[min(self.band_log)]
+
+    def batch_costs(self, since: float = 0.0) -> list[tuple[int, float]]:
+        """(input rows, seconds) of recent batches committed since `since`: each batch's own cost,
+        its trigger time without the offset commit and without its wait at the gate."""
+        out = []
+        for t in self.timelines.values():
+            ms = t.durations_ms
+            if t.rows > 0 and "triggerExecution" in ms and t.committed is not None and t.committed >= since:
+                cost = ms["triggerExecution"] / 1000 - ms.get("commitOffsets", 0.0) / 1000 - t.gate_wait
+                out.append((int(t.rows), max(cost, 0.0)))
+        return out
+
+    def recent_commit(self) -> float:
+        """Median offset commit time over the recent batches (0 before any)."""
+        commits = sorted(t.durations_ms["commitOffsets"] / 1000 for t in self.timelines.values()
+                         if "commitOffsets" in t.durations_ms)
+        return commits[len(commits) // 2] if commits else 0.0
+
+    def recent_gate_wait(self) -> float:
+        """Mean wait for a grant over the recent batches (the queueing term of the interval)."""
+        waits = [t.gate_wait for t in self.timelines.values()]
+        return sum(waits) / len(waits) if waits else 0.0
 
     def keep_rows(self, rows: list[dict[str, Any]]) -> None:
         self.memory.extend(rows)
@@ -123,6 +150,8 @@ class HostedQuery:
             load=self.measured_load(),
             criticalPath={label: round(part, 4) for label, part in path.items()},
             bottleneck=bottleneck(path, measured),
+            interval_ms=None if self.interval is None else round(self.interval * 1000, 1),
+            interval_reason=self.interval_reason,
         )
 
 

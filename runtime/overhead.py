@@ -31,7 +31,9 @@ from typing import Any
 
 import yaml
 
+from sluice.api.constants import API_VERSION
 from sluice.api.manifest import load_query
+from sluice.api.units import Duration
 
 MODES = ("plain", "ungated", "cameo")
 PHASES = ("triggerExecution", "addBatch")
@@ -54,7 +56,7 @@ class Options:
 def manifest(bootstrap: str, topic: str, trigger: str) -> dict[str, Any]:
     """The measured query: a Kafka filter with a noop sink."""
     return {
-        "apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery",
+        "apiVersion": API_VERSION, "kind": "StreamingQuery",
         "metadata": {"name": "filter", "namespace": "overhead"},
         "spec": {
             "pool": "bench",
@@ -68,7 +70,7 @@ def manifest(bootstrap: str, topic: str, trigger: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- one run (a fresh process)
 
-def run_child(mode: str, manifest_path: Path, seconds: float, warmup: float, report: Path) -> None:
+def run_child(mode: str, manifest_path: Path, seconds: float, warmup: float, report: Path, trigger: str) -> None:
     """Run the query one way for warm-up + seconds and write its batches' phase times to `report`."""
     from sluice.scheduler.core import Scheduler
     from sluice.scheduler.local import LocalScheduler
@@ -88,7 +90,7 @@ def run_child(mode: str, manifest_path: Path, seconds: float, warmup: float, rep
         plan = build(spark, query, measured=False)
         handle = (plan.frame.writeStream.queryName(spark_name(query.key)).outputMode(plan.output_mode)
                   .option("checkpointLocation", str(workdir / "checkpoint")).format("noop")
-                  .trigger(processingTime=f"{int(query.spec.trigger.interval.seconds * 1000)} milliseconds").start())
+                  .trigger(processingTime=f"{int(Duration.parse(trigger).ms)} milliseconds").start())
     else:
         gate = LocalScheduler(Scheduler("cameo", capacity=4)) if mode == "cameo" else None
         host = QueryHost(spark, workdir / "checkpoints", gate, measure_from=started + warmup)
@@ -224,7 +226,7 @@ def run(options: Options, out: Path, log: Any = print) -> dict[str, Any]:
                 producer.start()
                 child = subprocess.run(
                     [sys.executable, "-m", "sluice.runtime.overhead", mode, str(folder / "query.yaml"),
-                     str(options.seconds), str(options.warmup), str(folder / "report.json")],
+                     str(options.seconds), str(options.warmup), str(folder / "report.json"), options.trigger],
                     stdout=subprocess.DEVNULL, stderr=(folder / "run.log").open("wb"),
                     timeout=options.seconds + options.warmup + 300, check=False)
                 stop.set()
@@ -248,6 +250,6 @@ def run(options: Options, out: Path, log: Any = print) -> dict[str, Any]:
     return {"summary": summary, "table": table}
 
 
-if __name__ == "__main__":  # a child run: MODE MANIFEST SECONDS WARMUP REPORT
-    mode_, manifest_, seconds_, warmup_, report_ = sys.argv[1:6]
-    run_child(mode_, Path(manifest_), float(seconds_), float(warmup_), Path(report_))
+if __name__ == "__main__":  # a child run: MODE MANIFEST SECONDS WARMUP REPORT TRIGGER
+    mode_, manifest_, seconds_, warmup_, report_, trigger_ = sys.argv[1:7]
+    run_child(mode_, Path(manifest_), float(seconds_), float(warmup_), Path(report_), trigger_)

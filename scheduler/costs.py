@@ -30,6 +30,26 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
+def fit_line(points: list[tuple[int, float]]) -> tuple[float, float] | None:
+    """cost = fixed + per_row x rows through (rows, seconds) points, once their sizes differ 3x or more.
+
+    Until then the split between fixed and per-row cost is unobservable: None. A line with a
+    negative part is no model of a batch: None too."""
+    points = [(r, c) for r, c in points if r > 0]
+    if len(points) < 4:
+        return None
+    sizes = [r for r, _ in points]
+    if max(sizes) < 3 * min(sizes):
+        return None
+    n = len(points)
+    mean_r = sum(sizes) / n
+    mean_c = sum(c for _, c in points) / n
+    var = sum((r - mean_r) ** 2 for r in sizes)
+    slope = sum((r - mean_r) * (c - mean_c) for r, c in points) / var
+    intercept = mean_c - slope * mean_r
+    return (intercept, slope) if slope >= 0 and intercept >= 0 else None
+
+
 @dataclass(frozen=True, slots=True)
 class CostPrior:
     """Starting point for a query nothing is known about yet (deliberately pessimistic)."""
@@ -88,25 +108,14 @@ class QueryCost:
             self.tail += self.alpha * (max(tail, 0.0) - self.tail)
 
     def _fit(self) -> None:
-        """Once recent batches differ in size (3x or more), fit cost = fixed + per_row * rows to them.
+        """Once recent batches differ in size (3x or more), the fitted line replaces both parts.
 
         Until then the split is unobservable and the floor cap stands (pessimistic for larger
         batches); after one batch of another size the line is known and replaces the guess.
         """
-        points = [(r, c) for r, c in self.recent if r > 0]
-        if len(points) < 4:
-            return
-        sizes = [r for r, _ in points]
-        if max(sizes) < 3 * min(sizes):
-            return
-        n = len(points)
-        mean_r = sum(sizes) / n
-        mean_c = sum(c for _, c in points) / n
-        var = sum((r - mean_r) ** 2 for r in sizes)
-        slope = sum((r - mean_r) * (c - mean_c) for r, c in points) / var
-        intercept = mean_c - slope * mean_r
-        if slope >= 0 and intercept >= 0:
-            self.fixed, self.per_row = intercept, slope
+        line = fit_line(list(self.recent))
+        if line is not None:
+            self.fixed, self.per_row = line
 
     def margin(self) -> float:
         if len(self.residuals) < 4:

@@ -168,6 +168,7 @@ def test_query_is_registered_and_status_is_synced(world: World) -> None:
     status = body["status"]
     assert status["phase"] == "Running" and status["schedulerMode"] == "gated"
     assert status["latency"]["p99Ms"] > 0 and 0 <= status["slaAttainment"] <= 1
+    assert status["batchIntervalMs"] == 500 and status["batchIntervalReason"] == "spec.trigger sets it."
     assert condition(body, "Admitted")["status"] == "True" and condition(body, "Registered")["status"] == "True"
     assert "sluice.dev/finalizer" in body["metadata"]["finalizers"]
     table = world.plane.kubectl("get", "sq", "-n", "team-a").stdout.splitlines()

@@ -1,0 +1,132 @@
+"""Micro-batch intervals chosen from each query's SLA (pure: measured costs in, an interval out).
+
+Every micro-batch pays a fixed cost (planning, offset and commit logs: ~150 ms here), so a query
+with a loose SLA should batch rarely and a tight one often. An event that arrives just after a
+batch fixed its offsets waits, in the worst case, for:
+
+    the rest of the interval  +  queueing at the gate  +  the next batch (fixed + per row x rows)
+    +  the commit after the action
+
+and a batch of `interval` seconds holds `rate x interval` rows. For a windowed aggregation the
+output is due when the window can close (its end plus the watermark delay), and latency counts
+from then, so the watermark delay comes out of the budget too. The chosen interval is the
+largest whose worst case stays within `margin x SLA`:
+
+    interval <= (margin x SLA - delay - queueing - fixed - commit) / (1 + per_row x rate)
+
+It must also keep up: a batch of `interval` seconds must finish within `interval`, or the query
+falls behind (interval >= fixed / (1 - per_row x rate)). When no interval does both, the SLA
+cannot be kept at this rate on these executors: the interval that keeps up is chosen and the
+reason says so.
+
+Online, `next_interval` adds hysteresis so a query does not flap between intervals (changing one
+restarts the query): an interval that has become unsafe shrinks at once; otherwise the interval
+moves only when the new choice differs by more than `band`.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .costs import fit_line
+
+MIN_INTERVAL = 0.2
+"""Seconds: the smallest trigger that keeps up with Spark's fixed per-batch cost here."""
+MAX_INTERVAL = 60.0
+"""Seconds: longer batches only delay failure detection and progress reports."""
+MARGIN = 0.8
+"""Share of the SLA the worst case may use (the rest absorbs noise: ±30% run to run here)."""
+FIXED_PRIOR = 0.15
+"""Seconds: a batch's fixed cost before any is measured (Spark's stateless floor here, 120-220 ms)."""
+PER_ROW_PRIOR = 20e-6
+"""Seconds a row before any is measured (cautious: the scheduler's cost prior)."""
+COMMIT_PRIOR = 0.05
+"""Seconds of offset commit after the action before any is measured (~27 ms here)."""
+BAND = 0.25
+"""Hysteresis: a safe interval changes only for a choice more than 25% away."""
+
+
+@dataclass(frozen=True, slots=True)
+class Costs:
+    """What is known about one query's batches (seconds, rows per second)."""
+
+    fixed: float
+    """The part of a batch's time that does not grow with its rows."""
+    per_row: float
+    """Seconds per input row."""
+    rate: float
+    """Input rows per second."""
+    queueing: float = 0.0
+    """Expected wait for a grant at the gate."""
+    commit: float = 0.0
+    """What follows the action on the batch's critical path (offset commit)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    interval: float
+    """Seconds between micro-batch starts."""
+    reason: str
+    """One sentence: why this interval."""
+    keeps_sla: bool = True
+
+
+def measured(batches: Sequence[tuple[int, float]], rate: float, queueing: float = 0.0, commit: float = 0.0) -> Costs | None:
+    """Costs from a query's recent batches ((input rows, seconds) each); None before 3 batches.
+
+    While every batch has about the same size, fixed and per-row cost cannot be told apart: the
+    median batch is taken as fixed. That is optimistic for a longer interval at a high rate, and
+    self-correcting: the longer interval's bigger batches are measured (an unsafe interval shrinks at
+    once), and batches of 3x another size give the line (`costs.fit_line`)."""
+    if len(batches) < 3:
+        return None
+    line = fit_line(list(batches))
+    if line is not None:
+        return Costs(line[0], line[1], rate, queueing, commit)
+    return Costs(statistics.median(c for _, c in batches), 0.0, rate, queueing, commit)
+
+
+def worst_case(interval: float, costs: Costs, delay: float = 0.0) -> float:
+    """The worst latency of an event at this interval (seconds)."""
+    batch = costs.fixed + costs.per_row * costs.rate * interval
+    return interval + costs.queueing + batch + costs.commit + delay
+
+
+def choose(sla: float, costs: Costs, delay: float = 0.0, margin: float = MARGIN) -> Choice:
+    """The largest interval whose worst case stays within `margin x sla`; `delay`: a windowed
+    aggregation's watermark delay (its output cannot be due earlier)."""
+    if sla <= 0:
+        raise ValueError("the SLA must be above zero")
+    load = costs.per_row * costs.rate  # seconds of work per second of input
+    budget = margin * sla - delay - costs.queueing - costs.fixed - costs.commit
+    largest = budget / (1 + load)
+    if load >= 1:
+        return Choice(MIN_INTERVAL, f"the input ({costs.rate:.0f} rows/s) needs {load:.1f} cores' worth of batch time "
+                                    "per second; no interval keeps up, so batching as often as Spark can.", False)
+    floor = max(MIN_INTERVAL, costs.fixed / (1 - load))  # the least interval that keeps up
+    if largest < floor:
+        return Choice(min(floor, MAX_INTERVAL),
+                      f"no interval keeps the {sla * 1000:.0f} ms SLA at {costs.rate:.0f} rows/s: a batch costs "
+                      f"{costs.fixed * 1000:.0f} ms plus {costs.per_row * 1e6:.1f} µs a row, so batching every "
+                      f"{floor * 1000:.0f} ms, the least that keeps up.", False)
+    chosen = min(largest, MAX_INTERVAL)
+    return Choice(chosen, f"the largest interval whose worst case (interval + queueing + a batch of "
+                          f"{costs.fixed * 1000:.0f} ms + {costs.per_row * 1e6:.1f} µs a row at {costs.rate:.0f} rows/s "
+                          f"+ commit{' + watermark' if delay else ''}) stays within {margin:.0%} of the "
+                          f"{sla * 1000:.0f} ms SLA.")
+
+
+def next_interval(current: float | None, sla: float, costs: Costs, delay: float = 0.0, band: float = BAND) -> Choice:
+    """`choose`, with hysteresis against the interval in force (None: the first choice)."""
+    choice = choose(sla, costs, delay)
+    if current is None:
+        return choice
+    safe = worst_case(current, costs, delay) <= MARGIN * sla
+    if not safe or not choice.keeps_sla:
+        return choice if abs(choice.interval - current) > 1e-9 else Choice(current, choice.reason, choice.keeps_sla)
+    if abs(choice.interval - current) <= band * current:
+        return Choice(current, f"keeping {current * 1000:.0f} ms: it is still safe and the best choice "
+                               f"({choice.interval * 1000:.0f} ms) is within {band:.0%} of it.")
+    return choice

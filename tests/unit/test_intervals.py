@@ -1,0 +1,81 @@
+"""SLA-driven micro-batch intervals (pure), with hand-computed cases."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sluice.scheduler.intervals import (
+    MAX_INTERVAL,
+    MIN_INTERVAL,
+    Costs,
+    choose,
+    next_interval,
+    worst_case,
+)
+
+FILTER = Costs(fixed=0.15, per_row=0.0, rate=1000, commit=0.03)
+
+
+def test_the_interval_is_the_largest_whose_worst_case_fits_the_budget() -> None:
+    # 2 s SLA: budget 0.8 x 2 - 0.15 - 0.03 = 1.42 s, no per-row cost
+    assert choose(2.0, FILTER).interval == pytest.approx(1.42)
+    # 20 us a row at 1,000 rows/s: every second of interval adds 0.02 s of batch: 1.42 / 1.02
+    assert choose(2.0, Costs(0.15, 20e-6, 1000, commit=0.03)).interval == pytest.approx(1.42 / 1.02)
+    # queueing at the gate comes out of the budget too
+    assert choose(2.0, Costs(0.15, 0.0, 1000, queueing=0.2, commit=0.03)).interval == pytest.approx(1.22)
+
+
+def test_a_loose_sla_batches_rarely_and_a_tight_one_often() -> None:
+    loose, tight = choose(60.0, FILTER), choose(0.5, FILTER)
+    assert loose.interval == pytest.approx(47.82) and loose.keeps_sla
+    assert tight.interval == pytest.approx(0.22) and tight.keeps_sla  # 0.4 - 0.18
+    assert choose(600.0, FILTER).interval == MAX_INTERVAL
+
+
+def test_a_windowed_aggregation_spends_its_watermark_delay_first() -> None:
+    # 10 s SLA, 2 s watermark: 8 - 2 - 0.18 = 5.82 s
+    assert choose(10.0, FILTER, delay=2.0).interval == pytest.approx(5.82)
+
+
+def test_an_sla_no_interval_can_keep_says_so_and_keeps_up() -> None:
+    impossible = choose(0.3, FILTER)  # budget 0.24 - 0.18 = 0.06 s < the 0.2 s floor
+    assert impossible.interval == MIN_INTERVAL and not impossible.keeps_sla
+    assert "no interval keeps the 300 ms SLA" in impossible.reason
+    heavy = choose(0.5, Costs(0.5, 0.0, 10, commit=0.0))  # a 0.5 s batch needs at least 0.5 s between starts
+    assert heavy.interval == pytest.approx(0.5) and not heavy.keeps_sla
+    overloaded = choose(5.0, Costs(0.1, 1e-3, 2000))  # 2 s of work per second of input
+    assert overloaded.interval == MIN_INTERVAL and not overloaded.keeps_sla and "no interval keeps up" in overloaded.reason
+
+
+def test_hysteresis_keeps_a_safe_interval_and_fixes_an_unsafe_one_at_once() -> None:
+    costs = Costs(0.15, 20e-6, 1000, commit=0.03)  # best: 1.392 s
+    assert next_interval(None, 2.0, costs).interval == pytest.approx(1.392, abs=1e-3)
+    kept = next_interval(1.3, 2.0, costs)  # worst case 1.506 s <= 1.6, and within 25%
+    assert kept.interval == 1.3 and "keeping 1300 ms" in kept.reason
+    assert next_interval(0.5, 2.0, costs).interval == pytest.approx(1.392, abs=1e-3)  # safe but far: move
+    assert worst_case(1.5, costs) > 1.6
+    assert next_interval(1.5, 2.0, costs).interval == pytest.approx(1.392, abs=1e-3)  # unsafe, though within 25%
+
+
+@given(st.floats(0.3, 300), st.floats(0.0, 1.0), st.floats(0, 50e-6), st.floats(0, 20_000))
+def test_a_kept_sla_means_the_worst_case_fits_and_the_batch_keeps_up(sla: float, fixed: float, per_row: float,
+                                                                     rate: float) -> None:
+    costs = Costs(fixed, per_row, rate, commit=0.03)
+    choice = choose(sla, costs)
+    assert MIN_INTERVAL <= choice.interval <= MAX_INTERVAL
+    if choice.keeps_sla:
+        assert worst_case(choice.interval, costs) <= 0.8 * sla + 1e-9
+        assert fixed + per_row * rate * choice.interval <= choice.interval + 1e-9
+
+
+def test_measured_costs_take_the_median_batch_as_fixed_until_sizes_differ() -> None:
+    from sluice.scheduler.intervals import measured
+
+    assert measured([(100, 0.2), (100, 0.3)], rate=200) is None  # too few batches
+    same = measured([(100, 1.4), (100, 0.2), (110, 0.25), (90, 0.3)], rate=200, commit=0.03)
+    assert same == Costs(0.275, 0.0, 200, 0.0, 0.03)  # the median; a JIT-slow first batch does not count
+    # sizes 3x apart: the line through them (0.1 s + 1 ms a row)
+    line = measured([(100, 0.2), (300, 0.4), (100, 0.2), (300, 0.4)], rate=200)
+    assert line is not None and line.fixed == pytest.approx(0.1) and line.per_row == pytest.approx(0.001)
