@@ -59,6 +59,8 @@ class Decision:
     target: int
     cores_needed: float
     reason: str
+    wanted: int = 0
+    """Executors the measured demand needs, before the pool's bounds."""
 
     def changes(self, current: int) -> bool:
         return self.target != current
@@ -71,7 +73,7 @@ def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, las
     if current > bounds.max_executors:  # the bounds moved below the pool: they apply at once
         inner = decide(loads, bounds.max_executors, bounds, now, last_change)
         return Decision(inner.target, inner.cores_needed, f"maxExecutors {bounds.max_executors} is below the {current} "
-                                                          f"asked for; from there, {inner.reason}")
+                                                          f"asked for; from there, {inner.reason}", inner.wanted)
     cores = 0.0
     unmeasured = []
     for load in loads:
@@ -90,13 +92,13 @@ def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, las
     if wanted > bounds.max_executors:
         sized += f" (capped at maxExecutors {bounds.max_executors}; {wanted} would keep up)"
     if target > current:
-        return Decision(target, cores, f"{sized}: growing from {current}.")
+        return Decision(target, cores, f"{sized}: growing from {current}.", wanted)
     if target < current:
         if unmeasured:
             return Decision(current, cores, f"{sized}, but {', '.join(sorted(unmeasured))} has input and no "
-                                            f"measurement yet: keeping {current}.")
+                                            f"measurement yet: keeping {current}.", wanted)
         if last_change is not None and now - last_change < bounds.cooldown:
             wait = bounds.cooldown - (now - last_change)
-            return Decision(current, cores, f"{sized}: keeping {current} for {wait:.0f}s more (cooldown).")
-        return Decision(target, cores, f"{sized}: shrinking from {current}.")
-    return Decision(current, cores, f"{sized}: no change.")
+            return Decision(current, cores, f"{sized}: keeping {current} for {wait:.0f}s more (cooldown).", wanted)
+        return Decision(target, cores, f"{sized}: shrinking from {current}.", wanted)
+    return Decision(current, cores, f"{sized}: no change.", wanted)

@@ -16,6 +16,10 @@ PHASES = Gauge("sluice_operator_query_phase", "1 for the phase each query is in.
 ATTAINMENT = Gauge("sluice_operator_query_sla_attainment_ratio", "SLA attainment per query (from its runtime).", ["tenant", "query"])
 EXECUTORS = Gauge("sluice_operator_pool_executors", "Executors per pool: running now (current) and asked for (target).",
                   ["pool", "state"])
+OVERLOADED = Gauge("sluice_operator_pool_overloaded", "1 while a pool's measured demand needs more executors than it has.",
+                   ["pool"])
+OVERLOADS = Counter("sluice_operator_pool_overloads_total", "Times a pool became overloaded (demand above its executors).",
+                    ["pool"])
 PHASE_NAMES = ("Pending", "Running", "Suspended", "Failed")
 
 _runner: web.AppRunner | None = None
@@ -47,6 +51,10 @@ def attainment(tenant: str, query: str, value: float) -> None:
 def executors(pool: str, current: int, target: int) -> None:
     EXECUTORS.labels(pool, "current").set(current)
     EXECUTORS.labels(pool, "target").set(target)
+
+
+def overloaded(pool: str, now: bool) -> None:
+    OVERLOADED.labels(pool).set(1 if now else 0)
 
 
 def forget_query(tenant: str, query: str) -> None:

@@ -38,13 +38,13 @@ def pool_model(body: Any) -> StreamingPool:
         raise kopf.PermanentError(f"spec.{'.'.join(str(p) for p in first['loc'][1:])}: {first['msg']}") from None
 
 
-async def pool_runtime(pool: str) -> RuntimeClient | None:
-    """The client of a pool's runtime, or None if the pool or its token is gone."""
+async def pool_runtime(pool: str) -> tuple[RuntimeClient, dict[str, Any]] | None:
+    """The client of a pool's runtime and the pool, or None if the pool or its token is gone."""
     pool_body = await asyncio.to_thread(kube.get_pool, pool)
     token = await asyncio.to_thread(kube.read_token, pool) if pool_body else None
     if pool_body is None or token is None:
         return None
-    return RuntimeClient(runtime_url(pool_body, settings.current().namespace), token)
+    return RuntimeClient(runtime_url(pool_body, settings.current().namespace), token), pool_body
 
 
 @kopf.on.resume(GROUP, VERSION, POOLS)
@@ -93,12 +93,10 @@ async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, p
     """The executor target (spec.executors, else DS2 on the runtime's measurements); records a DS2 change."""
     status = body.get("status") or {}
     current = int((status.get("executors") or {}).get("target") or model.spec.minExecutors)
-    queries = None
-    if model.spec.executors is None:
-        try:
-            queries = await runtime.queries()
-        except RuntimeRefused:
-            queries = None
+    try:
+        queries: dict[str, Any] | None = await runtime.queries()
+    except RuntimeRefused:
+        queries = None
     last = (status.get("lastScalingDecision") or {}).get("time")
     last_change = datetime.fromisoformat(last).timestamp() if last else None
     config = settings.current()
@@ -111,6 +109,22 @@ async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, p
     return chosen
 
 
+def _overload(body: kopf.Body, name: str, chosen: scaling.Plan, conditions: list[dict[str, Any]],
+              generation: int | None, patch: kopf.Patch) -> list[dict[str, Any]]:
+    """State an overload in the pool's status (condition, message, event, metric), and its end."""
+    was = any(c.get("type") == "Overloaded" and c.get("status") == "True" for c in conditions)
+    metrics.overloaded(name, chosen.overload is not None)
+    if chosen.overload is None:
+        return set_condition(conditions, "Overloaded", False, "WithinCapacity",
+                             "the executors carry the measured demand.", now_rfc3339(), generation)
+    patch.status["message"] = f"Overloaded: {chosen.overload}"
+    if not was:
+        metrics.OVERLOADS.labels(name).inc()
+        kopf.warn(body, reason="Overloaded", message=chosen.overload)
+    return set_condition(conditions, "Overloaded", True, "DemandExceedsExecutors", chosen.overload,
+                         now_rfc3339(), generation)
+
+
 async def _scale(body: kopf.Body, name: str, model: StreamingPool, runtime: RuntimeClient,
                  conditions: list[dict[str, Any]], generation: int | None, patch: kopf.Patch) -> list[dict[str, Any]]:
     """Bring the runtime's executor target to the pool's, without restarting it; report current/target."""
@@ -119,6 +133,7 @@ async def _scale(body: kopf.Body, name: str, model: StreamingPool, runtime: Runt
     try:
         chosen = await _plan(body, model, runtime, patch)
         target = chosen.target
+        conditions = _overload(body, name, chosen, conditions, generation, patch)  # even if the target is refused
         patch.status["executors"] = {"current": previous, "target": target}
         state, asked = await scaling.realize(runtime, target)
     except RuntimeUnreachable as error:

@@ -95,9 +95,10 @@ async def deregister_query(body: kopf.Body, name: str, namespace: str | None, re
     if not is_admitted(dict(body)):
         return
     pool = body["spec"].get("pool")
-    runtime = await pool_runtime(pool)
-    if runtime is None:
+    found = await pool_runtime(pool)
+    if found is None:
         return  # nothing left to deregister from
+    runtime = found[0]
     try:
         hosted = await runtime.deregister(namespace, name)
     except (RuntimeUnreachable, RuntimeRefused) as error:
@@ -113,14 +114,16 @@ async def deregister_query(body: kopf.Body, name: str, namespace: str | None, re
 
 
 @kopf.timer(GROUP, VERSION, QUERIES, interval=settings.current().status_interval, initial_delay=2)
-async def sync_query(body: kopf.Body, name: str, namespace: str | None, patch: kopf.Patch, **_: Any) -> None:
-    """Copy latency, attainment and rates from the runtime into status."""
+async def sync_query(body: kopf.Body, name: str, namespace: str | None, meta: kopf.Meta, patch: kopf.Patch,
+                     **_: Any) -> None:
+    """Copy latency, attainment and rates from the runtime into status, and the pool's overload."""
     namespace = namespace or "default"
     if not is_admitted(dict(body)):
         return
-    runtime = await pool_runtime(body["spec"].get("pool"))
-    if runtime is None:
+    found = await pool_runtime(body["spec"].get("pool"))
+    if found is None:
         return
+    runtime, pool_body = found
     try:
         status = await runtime.status(namespace, name)
     except RuntimeUnreachable:
@@ -132,6 +135,17 @@ async def sync_query(body: kopf.Body, name: str, namespace: str | None, patch: k
         return
     patch.status["phase"] = status.phase
     patch.status["message"] = status.message
+    overload = next((c for c in (pool_body.get("status") or {}).get("conditions") or []
+                     if c.get("type") == "Overloaded"), None)
+    overloaded = overload is not None and overload.get("status") == "True" and status.input_rate > 0
+    conditions = list((body.get("status") or {}).get("conditions") or [])
+    pool_name = body["spec"].get("pool")
+    patch.status["conditions"] = set_condition(
+        conditions, "Overloaded", overloaded, "PoolOverloaded" if overloaded else "WithinCapacity",
+        f"pool '{pool_name}' is overloaded: {overload['message']}" if overloaded and overload else
+        f"pool '{pool_name}' carries the measured demand.", now_rfc3339(), meta.get("generation"))
+    if overloaded and overload and not status.message:
+        patch.status["message"] = f"pool '{pool_name}' is overloaded: {overload['message']}"
     if status.p50_ms is not None and status.p99_ms is not None:
         patch.status["latency"] = {"p50Ms": status.p50_ms, "p99Ms": status.p99_ms}
     if status.attainment is not None:

@@ -40,17 +40,32 @@ class Plan:
     why: str
     decision: Decision | None = None
     """DS2's decision, when it changes the target (to record in status)."""
+    overload: str | None = None
+    """One sentence when the measured demand needs more executors than the pool will have."""
+
+
+def overload(decision: Decision, target: int, limits: Bounds) -> str | None:
+    """A sentence when DS2's measured demand needs more executors than `target` (None otherwise)."""
+    if decision.wanted <= target:
+        return None
+    capped = f" (maxExecutors is {limits.max_executors})" if target >= limits.max_executors else ""
+    return (f"the measured demand needs {decision.wanted} executors ({decision.cores_needed:.2f} cores at "
+            f"{limits.utilization:.0%} utilization) but the pool has {target}{capped}: latency SLAs will be "
+            f"missed until it has {decision.wanted}.")
 
 
 def plan(pool: StreamingPool, current: int, queries: Mapping[str, QueryStatus] | None, limits: Bounds,
          now: float, last_change: float | None) -> Plan:
     """The target for a pool whose target now is `current`; `queries`: None if unmeasured."""
-    if pool.spec.executors is not None:
-        return Plan(pool.spec.executors, "spec.executors is set.")
     if queries is None:
-        return Plan(current, f"no measurements from the runtime; keeping {current}.")
+        fixed = pool.spec.executors
+        return Plan(current if fixed is None else fixed,
+                    "spec.executors is set." if fixed is not None else f"no measurements from the runtime; keeping {current}.")
     decision = decide(observations(queries), current, limits, now, last_change)
-    return Plan(decision.target, f"DS2: {decision.reason}", decision if decision.changes(current) else None)
+    if pool.spec.executors is not None:  # a fixed count: DS2 only says whether it is enough
+        return Plan(pool.spec.executors, "spec.executors is set.", None, overload(decision, pool.spec.executors, limits))
+    return Plan(decision.target, f"DS2: {decision.reason}", decision if decision.changes(current) else None,
+                overload(decision, decision.target, limits))
 
 
 async def realize(realizer: Realizer, target: int) -> tuple[ExecutorState, bool]:

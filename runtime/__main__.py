@@ -18,7 +18,9 @@ from sluice.scheduler.server import ServerThread
 
 from .control import make_control_app
 from .executors import ExecutorScaler
+from .gate import Gatekeeper
 from .host import QueryHost
+from .policy import mode_of
 from .session import SessionConfig, build_session
 
 
@@ -61,10 +63,13 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--conf {item!r}: write KEY=VALUE")
         extra[key] = value
     workdir = Path(args.workdir)
-    spark = build_session(SessionConfig(master=args.master, workdir=workdir, extra=extra))
-    gate = (LocalScheduler(Scheduler(args.policy, capacity=args.capacity)) if args.scheduler == "inprocess"
-            else SchedulerClient(args.scheduler))
-    host = QueryHost(spark, workdir / "checkpoints", gate)
+    mode = mode_of(args.policy)  # fifo and fair: Spark alone, as in `sluice run`
+    spark = build_session(SessionConfig(master=args.master, workdir=workdir, scheduling=mode.scheduling, extra=extra))
+    gate: Gatekeeper | None = None
+    if mode.gated:
+        gate = (LocalScheduler(Scheduler(args.policy, capacity=args.capacity)) if args.scheduler == "inprocess"
+                else SchedulerClient(args.scheduler))
+    host = QueryHost(spark, workdir / "checkpoints", gate, mode.fixed_pool)
     scaler = ExecutorScaler(spark, grace=args.executor_grace, stateful=host.stateful_batches)
     server = ServerThread(make_control_app(host, token, executors=scaler), host=args.host, port=args.port).start()
     print(f"sluice runtime ({args.master}) control API on {server.url}", flush=True)

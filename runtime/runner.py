@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sluice.api.constants import DEFAULT_POLICY, GATED_POLICIES, POLICIES
+from sluice.api.constants import DEFAULT_POLICY
 from sluice.api.query import StreamingQuery
 from sluice.api.runtime import QueryStatus
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 
 from .host import QueryHost
-from .pipeline import spark_name
+from .policy import mode_of
 from .session import SessionConfig, build_session
 
 
@@ -51,29 +51,24 @@ def _needs_kafka(queries: list[StreamingQuery]) -> bool:
 
 def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
     """Run the queries until `duration` passes or `stop` is set; returns the report."""
-    if options.policy not in POLICIES:
-        raise ValueError(f"unknown policy {options.policy!r}; use one of {', '.join(POLICIES)}")
+    mode = mode_of(options.policy)
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="sluice-run-"))
     config = SessionConfig(
         master=options.master,
-        scheduling="FIFO" if options.policy == "fifo" else "FAIR",
+        scheduling=mode.scheduling,
         kafka=_needs_kafka(queries),
         workdir=workdir,
     )
     spark = build_session(config)
     gate = None
-    fixed: Callable[[StreamingQuery], str | None] | None = None
-    if options.policy in GATED_POLICIES:
+    if mode.gated:
         # Work-conserving by default: a Spark batch is many tasks, so capping whole batches at the
         # core count starves far-deadline queries and costs throughput. The gate orders requests
         # that arrive together; the FAIR bands give urgent tasks the slots at each task launch.
         capacity = options.capacity or max(2 * (os.cpu_count() or 2), len(queries))
         gate = LocalScheduler(Scheduler(options.policy, capacity=capacity))
-    elif options.policy == "fair":
-        def fixed(q: StreamingQuery) -> str | None:
-            return spark_name(q.key)  # one equal pool per query
     started = time.time()
-    host = QueryHost(spark, workdir / "checkpoints", gate, fixed,
+    host = QueryHost(spark, workdir / "checkpoints", gate, mode.fixed_pool,
                      latency_horizon=1e9 if options.timeline else 60.0, measure_from=started + options.warmup)
     try:
         for query in queries:

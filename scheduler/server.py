@@ -81,6 +81,11 @@ class SchedulerService:
     clock: Callable[[], float] = time.time
     metrics: Metrics = field(default_factory=Metrics)
     waiting: dict[tuple[str, int], asyncio.Future[Grant]] = field(default_factory=dict)
+    unclaimed: dict[tuple[str, int], tuple[Grant, float]] = field(default_factory=dict)
+    """Grants made while their requester was between two long polls: kept for its next ask until
+    the given time, then handed back (a requester that never asks again has gone)."""
+    reclaim: float = 5.0
+    """Seconds an unclaimed grant is kept."""
 
     # ---- core calls, followed by a pump that resolves whoever was granted
 
@@ -96,10 +101,14 @@ class SchedulerService:
             if grant.aged:
                 self.metrics.aged.inc()
             if future is None or future.done():
-                # nobody waits for it any more: hand the slot straight back
-                self.core.release(grant.query, grant.batch_id)
+                # its requester is between two polls: keep the grant for the next ask
+                self.unclaimed[(grant.query, grant.batch_id)] = (grant, now + self.reclaim)
                 continue
             future.set_result(grant)
+        for key, (_, until) in list(self.unclaimed.items()):
+            if now >= until:  # nobody came back for it: hand the slot back
+                del self.unclaimed[key]
+                self.core.release(*key)
         self.metrics.queue_depth.set(self.core.pending_count())
         self.metrics.in_flight.set(self.core.in_flight)
 
@@ -130,6 +139,8 @@ class SchedulerService:
         if key not in self.core.queries:
             return _bad(f"query {key} is not registered", 404)
         self.core.unregister(key)
+        for held in [k for k in self.unclaimed if k[0] == key]:
+            del self.unclaimed[held]
         for (query, batch), future in list(self.waiting.items()):
             if query == key:  # release whoever waits: the runtime stops this query
                 future.cancel()
@@ -146,6 +157,9 @@ class SchedulerService:
             return _bad(f"query {body.query} is not registered; PUT /v1/queries/{body.query} first", 404)
         self.complete(body.query, body.completed)
         key = (body.query, body.batchId)
+        kept = self.unclaimed.pop(key, None)
+        if kept is not None:  # granted while the requester was between two polls
+            return web.Response(body=GrantOut.of(kept[0]).model_dump_json(), content_type="application/json")
         try:
             self.core.submit(body.request(), self.clock())
         except SchedulerError as error:
@@ -160,9 +174,10 @@ class SchedulerService:
         try:
             grant = await asyncio.wait_for(asyncio.shield(future), body.waitMs / 1000)
         except TimeoutError:
+            # no grant within waitMs: the requester asks again at once. Its batch keeps its place
+            # (and its enqueue time, and under fair is charged once); a grant made meanwhile waits
+            # for it in `unclaimed`
             self.waiting.pop(key, None)
-            self.core.cancel(*key)
-            self.metrics.queue_depth.set(self.core.pending_count())
             return web.json_response(GrantOut(granted=False).model_dump())
         except asyncio.CancelledError:
             if future.cancelled() and body.query not in self.core.queries:

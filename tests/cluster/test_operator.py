@@ -264,6 +264,14 @@ def test_ds2_sizes_a_pool_without_a_fixed_count_from_measured_rates(world: World
         world.serve_pool_runtime("auto", port)
         decision = wait_for(lambda: ((world.get("sp", "auto") or {}).get("status") or {}).get("lastScalingDecision"),
                             timeout=60, what="a DS2 decision in status")
+        # the demand needs more than maxExecutors: the pool says so, and so does a query on it
+        over = wait_for(lambda: (c := condition(world.get("sp", "auto"), "Overloaded")) and c["status"] == "True" and c,
+                        timeout=60, what="the pool's Overloaded condition")
+        assert over["message"].startswith("the measured demand needs ") and "(maxExecutors is 3)" in over["message"]
+        world.apply(query("crowded", "team-a", pool_name="auto"))
+        crowded = wait_for(lambda: (c := condition(world.get("sq", "crowded", "team-a"), "Overloaded"))
+                           and c["status"] == "True" and c, timeout=90, what="the query's Overloaded condition")
+        assert crowded["message"].startswith("pool 'auto' is overloaded: the measured demand needs ")
     assert decision["fromExecutors"] == 1 and decision["toExecutors"] == 3
     assert "capped at maxExecutors 3" in decision["reason"] and "growing from 1" in decision["reason"]
     body = world.get("sp", "auto")

@@ -81,3 +81,17 @@ def test_bad_ds2_settings_stop_the_operator_with_one_sentence(name: str, value: 
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith(f"{name} is {value!r}; ")
     assert fix in proc.stderr
+
+
+def test_an_overload_names_the_executors_the_demand_needs() -> None:
+    from sluice.operator.scaling import overload
+
+    bounds = Bounds(min_executors=1, max_executors=2, cores_per_executor=2, utilization=0.5, cooldown=60.0)
+    # 6 cores of measured demand at 50% utilization: 12 cores, 6 executors of 2; the pool stops at 2
+    loads = [QueryLoad("a", 3000, rows=5000, useful_seconds=10)]
+    decision = decide(loads, current=1, bounds=bounds, now=0.0, last_change=None)
+    assert decision.target == 2 and decision.wanted == 6
+    sentence = overload(decision, decision.target, bounds)
+    assert sentence is not None and sentence.startswith("the measured demand needs 6 executors (6.00 cores at 50%")
+    assert "the pool has 2 (maxExecutors is 2)" in sentence
+    assert overload(decide(loads[:0], 1, bounds, 0.0, None), 1, bounds) is None  # no demand, no overload

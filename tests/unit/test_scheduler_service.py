@@ -10,6 +10,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
@@ -236,3 +237,61 @@ def test_in_process_scheduler_orders_threads_like_the_sidecar() -> None:
     local.complete("pay/filter", [Completion("pay/filter", 1, seconds=0.1)])
     a.join(5)
     assert order == ["pay/filter", "bulk/agg"]
+
+
+@pytest.fixture
+def fair_served() -> Iterator[tuple[ServerThread, SchedulerService]]:
+    service = SchedulerService(Scheduler("fair", capacity=1, costs=CostModel(CostPrior(0.1, 0.0, 0.0))))
+    server = ServerThread(make_app(service)).start()
+    try:
+        yield server, service
+    finally:
+        server.stop()
+
+
+def test_a_batch_asked_again_after_a_poll_timeout_keeps_its_place_and_is_charged_once(
+        fair_served: tuple[ServerThread, SchedulerService]) -> None:
+    server, service = fair_served
+    client = SchedulerClient(server.url, wait=0.2)
+    client.register(QuerySpec("x/holder", "x", 5.0))
+    client.register(QuerySpec("pay/q", "pay", 1.0))
+    holder = client.dispatch(BatchRequest("x/holder", 1))  # takes the only slot
+    grants: list[Any] = []
+    asker = threading.Thread(target=lambda: grants.append(SchedulerClient(server.url, wait=0.2).dispatch(
+        BatchRequest("pay/q", 1, rows=10))))
+    asker.start()
+    wait_for(lambda: service.core.pending_count() == 1, 10, "the batch to wait", every=0.005)
+    pending = service.core.queries["pay/q"].pending
+    assert pending is not None
+    enqueued, charged = pending.enqueued, service.core.policy.finish["pay"]  # type: ignore[attr-defined]
+    time.sleep(0.7)  # what is under test is time passing: three 200 ms polls time out and are sent again
+    again = service.core.queries["pay/q"].pending
+    assert again is not None and again.enqueued == enqueued  # the same place in the queue
+    assert service.core.policy.finish["pay"] == charged  # type: ignore[attr-defined]  # charged once under fair
+    client.complete("x/holder", [Completion("x/holder", holder.batch_id, seconds=0.1)])
+    asker.join(10)
+    assert grants and not grants[0].fail_open and grants[0].waited >= 0.6
+
+
+def test_a_grant_made_between_two_polls_waits_for_the_next_ask_or_is_handed_back(
+        fair_served: tuple[ServerThread, SchedulerService]) -> None:
+    server, service = fair_served
+    client = SchedulerClient(server.url)
+    client.register(QuerySpec("x/holder", "x", 5.0))
+    client.register(QuerySpec("pay/q", "pay", 1.0))
+    holder = client.dispatch(BatchRequest("x/holder", 1))
+    ask = b'{"query": "pay/q", "batchId": 1, "waitMs": 100}'
+    code, body = _post(f"{server.url}/v1/dispatch", ask)
+    assert code == 200 and '"granted":false' in body.replace(" ", "")  # timed out; the batch keeps its place
+    client.complete("x/holder", [Completion("x/holder", holder.batch_id, seconds=0.1)])  # granted meanwhile
+    assert ("pay/q", 1) in service.unclaimed
+    code, body = _post(f"{server.url}/v1/dispatch", ask)
+    assert code == 200 and '"granted":true' in body.replace(" ", "") and not service.unclaimed
+    # a requester that never comes back: its grant is handed back after `reclaim` seconds
+    service.reclaim = 0.1
+    client.complete("pay/q", [Completion("pay/q", 1, seconds=0.1)])
+    holder = client.dispatch(BatchRequest("x/holder", 2))
+    code, _ = _post(f"{server.url}/v1/dispatch", b'{"query": "pay/q", "batchId": 2, "waitMs": 100}')
+    client.complete("x/holder", [Completion("x/holder", 2, seconds=0.1)])
+    assert ("pay/q", 2) in service.unclaimed
+    wait_for(lambda: not service.unclaimed and service.core.in_flight == 0, 10, "the unclaimed slot handed back")
