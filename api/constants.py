@@ -34,5 +34,7 @@ SCHEDULER_PORT: Final = 8470
 """The scheduler sidecar, inside the pool pod."""
 OPERATOR_METRICS_PORT: Final = 8080
 """The operator's /metrics and /healthz."""
+OPERATOR_HEALTH_PORT: Final = 8081
+"""kopf's liveness endpoint in the operator (the chart's liveness probe)."""
 DRIVER_PORT: Final = 7078
 BLOCK_MANAGER_PORT: Final = 7079

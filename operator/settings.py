@@ -2,7 +2,8 @@
 
   SLUICE_NAMESPACE            where pools' runtimes live (default sluice-system)
   SLUICE_WATCH_NAMESPACES     comma-separated namespaces to watch; empty: all
-  SLUICE_METRICS_PORT         the operator's /metrics and /healthz; -1: none
+  SLUICE_METRICS_PORT         the operator's /metrics and /healthz (readiness); -1: none
+  SLUICE_HEALTH_PORT          kopf's liveness endpoint /healthz (fails when the operator does); -1: none
   SLUICE_PEERING              true: several replicas, one active (kopf peering)
   SLUICE_LOG_LEVEL            debug, info, warning, error
   SLUICE_STATUS_INTERVAL      seconds between a query's status syncs
@@ -23,7 +24,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from sluice.api.constants import OPERATOR_METRICS_PORT
+from sluice.api.constants import OPERATOR_HEALTH_PORT, OPERATOR_METRICS_PORT
 
 
 class SettingsError(ValueError):
@@ -35,6 +36,7 @@ class Settings:
     namespace: str = "sluice-system"
     watch_namespaces: tuple[str, ...] = ()
     metrics_port: int = OPERATOR_METRICS_PORT
+    health_port: int = OPERATOR_HEALTH_PORT
     peering: bool = False
     log_level: str = "INFO"
     status_interval: float = 10.0
@@ -61,12 +63,15 @@ class Settings:
         level = env.get("SLUICE_LOG_LEVEL", "info").upper()
         if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise SettingsError(f"SLUICE_LOG_LEVEL is {level.lower()!r}; set debug, info, warning or error")
-        port = number("SLUICE_METRICS_PORT", OPERATOR_METRICS_PORT, lambda v: v == -1 or (0 <= v < 65536 and v == int(v)),
-                      "a TCP port (0 picks a free one) or -1 for none")
+        def port(name: str, default: int) -> int:
+            return int(number(name, default, lambda v: v == -1 or (0 <= v < 65536 and v == int(v)),
+                              "a TCP port (0 picks a free one) or -1 for none"))
+
         return cls(
             namespace=env.get("SLUICE_NAMESPACE") or _DEFAULT.namespace,
             watch_namespaces=tuple(n.strip() for n in env.get("SLUICE_WATCH_NAMESPACES", "").split(",") if n.strip()),
-            metrics_port=int(port),
+            metrics_port=port("SLUICE_METRICS_PORT", OPERATOR_METRICS_PORT),
+            health_port=port("SLUICE_HEALTH_PORT", OPERATOR_HEALTH_PORT),
             peering=env.get("SLUICE_PEERING", "false").lower() == "true",
             log_level=level,
             status_interval=number("SLUICE_STATUS_INTERVAL", _DEFAULT.status_interval, lambda v: 0 < v < math.inf, seconds),

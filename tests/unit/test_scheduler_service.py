@@ -25,14 +25,18 @@ from sluice.scheduler.server import SchedulerService, ServerThread, make_app
 from sluice.testing.waiting import wait_for
 
 
-@pytest.fixture
-def served() -> Iterator[tuple[ServerThread, SchedulerService]]:
-    service = SchedulerService(Scheduler("cameo", capacity=2, costs=CostModel(CostPrior(0.1, 0.0, 0.0))))
+def _serve(policy: str, capacity: int) -> Iterator[tuple[ServerThread, SchedulerService]]:
+    service = SchedulerService(Scheduler(policy, capacity=capacity, costs=CostModel(CostPrior(0.1, 0.0, 0.0))))
     server = ServerThread(make_app(service)).start()
     try:
         yield server, service
     finally:
         server.stop()
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[ServerThread, SchedulerService]]:
+    yield from _serve("cameo", 2)
 
 
 def _post(url: str, body: bytes, method: str = "POST") -> tuple[int, str]:
@@ -241,12 +245,7 @@ def test_in_process_scheduler_orders_threads_like_the_sidecar() -> None:
 
 @pytest.fixture
 def fair_served() -> Iterator[tuple[ServerThread, SchedulerService]]:
-    service = SchedulerService(Scheduler("fair", capacity=1, costs=CostModel(CostPrior(0.1, 0.0, 0.0))))
-    server = ServerThread(make_app(service)).start()
-    try:
-        yield server, service
-    finally:
-        server.stop()
+    yield from _serve("fair", 1)
 
 
 def test_a_batch_asked_again_after_a_poll_timeout_keeps_its_place_and_is_charged_once(

@@ -1,0 +1,82 @@
+"""The Helm chart against the real apiserver with real helm: release-scoped names, options, probes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sluice.api.constants import OPERATOR_HEALTH_PORT, OPERATOR_METRICS_PORT
+from sluice.operator.settings import Settings
+from sluice.testing.waiting import wait_for
+
+from .controlplane import ControlPlane, free_port
+
+pytestmark = [pytest.mark.cluster]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_two_releases_in_two_namespaces_coexist(crds_installed: ControlPlane) -> None:
+    """Every object was once named sluice-operator, so a second release failed on the ClusterRole."""
+    releases = [("sluice", "ops-a"), ("sluice", "ops-b"), ("other", "ops-b")]
+    try:
+        for name, namespace in releases:
+            crds_installed.helm("install", name, str(ROOT), "--namespace", namespace, "--create-namespace",
+                                "--set", f"watchNamespaces={{tenant-{namespace}}}")
+        roles = crds_installed.kubectl("get", "clusterroles", "-l", "app.kubernetes.io/component=operator",
+                                       "-o", "name").stdout.split()
+        assert sorted(roles) == ["clusterrole.rbac.authorization.k8s.io/other-sluice-operator-ops-b",
+                                 "clusterrole.rbac.authorization.k8s.io/sluice-operator-ops-a",
+                                 "clusterrole.rbac.authorization.k8s.io/sluice-operator-ops-b"]
+        deployments = crds_installed.kubectl("get", "deployments", "-n", "ops-b", "-o", "name").stdout.split()
+        assert sorted(deployments) == ["deployment.apps/other-sluice-operator", "deployment.apps/sluice-operator"]
+    finally:
+        for name, namespace in releases:
+            crds_installed.helm("uninstall", name, "--namespace", namespace, check=False)
+
+
+def test_optional_objects_and_pull_secrets_render(crds_installed: ControlPlane) -> None:
+    rendered = crds_installed.helm(
+        "template", "x", str(ROOT), "--namespace", "ops", "--set", "podDisruptionBudget.enabled=true",
+        "--set", "imagePullSecrets[0].name=registry", "--set", "fullnameOverride=custom").stdout
+    docs = {d["kind"]: d for d in yaml.safe_load_all(rendered) if d}
+    assert docs["PodDisruptionBudget"]["spec"]["minAvailable"] == 1
+    pod = docs["Deployment"]["spec"]["template"]["spec"]
+    assert pod["imagePullSecrets"] == [{"name": "registry"}] and docs["Deployment"]["metadata"]["name"] == "custom"
+    container = pod["containers"][0]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    crds_installed.kubectl("create", "namespace", "ops", check=False)
+    crds_installed.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered)
+
+
+def test_the_values_defaults_are_the_code_defaults() -> None:
+    values = yaml.safe_load((ROOT / "values.yaml").read_text())
+    defaults = Settings()
+    assert values["metrics"]["port"] == OPERATOR_METRICS_PORT == defaults.metrics_port
+    assert values["healthPort"] == OPERATOR_HEALTH_PORT == defaults.health_port
+    assert values["autoscaler"] == {"utilization": defaults.ds2_utilization, "cooldownSeconds": defaults.ds2_cooldown}
+
+
+def test_the_liveness_probe_is_kopfs_own(crds_installed: ControlPlane, tmp_path: Path) -> None:
+    health, metrics = free_port(), free_port()
+    env = {**os.environ, "KUBECONFIG": str(crds_installed.kubeconfig), "SLUICE_HEALTH_PORT": str(health),
+           "SLUICE_METRICS_PORT": str(metrics), "SLUICE_NAMESPACE": "sluice-system"}
+    with (tmp_path / "operator.log").open("wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "sluice.operator"], env=env, stdout=log, stderr=log)
+        try:
+            def answers() -> bool:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{health}/healthz", timeout=2) as response:
+                        return response.status == 200
+                except OSError:
+                    return False
+
+            wait_for(answers, 60, "kopf's liveness endpoint")
+        finally:
+            proc.terminate()
+            proc.wait(30)
