@@ -34,10 +34,8 @@ class Quota(Model):
 
     maxQueries: int | None = Field(default=None, ge=0)
     """At most this many queries from the namespace; omitted: unlimited."""
-    maxCoreShare: float | None = Field(default=None, gt=0, le=1)
-    """At most this share of the pool's task slots at once (0..1]; omitted: unlimited."""
     weight: float = Field(default=1.0, gt=0)
-    """Weight under the fair policy."""
+    """The tenant's weight (accepted, not applied yet: under `fair` every query has an equal share)."""
 
 
 _MIN_EXECUTORS, _MAX_EXECUTORS = 1, 4

@@ -26,6 +26,16 @@ from .timefmt import now_rfc3339
 MANIFEST_KEYS = ("apiVersion", "kind", "metadata", "spec")
 
 
+def ready(conditions: list[dict[str, Any]], phase: str, message: str, pool: str, generation: int | None
+          ) -> list[dict[str, Any]]:
+    """The kstatus `Ready` condition: True while the query runs on its pool, else its phase and why
+    (`kubectl wait --for=condition=Ready sq/NAME`, Argo CD and Flux health checks read it)."""
+    running = phase == "Running"
+    return set_condition(conditions, "Ready", running, "Running" if running else phase,
+                         f"running on pool '{pool}'." if running else (message or f"the query is {phase}."),
+                         now_rfc3339(), generation)
+
+
 async def _admission(body: kopf.Body, name: str, ns: str) -> tuple[StreamingQuery, dict[str, Any] | None, Admission]:
     try:
         query = load_query({k: body[k] for k in MANIFEST_KEYS if k in body})
@@ -82,8 +92,10 @@ async def reconcile_query(body: kopf.Body, name: str, namespace: str | None, met
             patch.status["message"] = refused.message
             kopf.warn(body, reason="Rejected", message=refused.message)
             return
-        patch.status["conditions"] = set_condition(conditions, "Registered", True, "Registered",
-                                                   f"registered on pool '{query.spec.pool}'.", now_rfc3339(), generation)
+        conditions = set_condition(conditions, "Registered", True, "Registered",
+                                   f"registered on pool '{query.spec.pool}'.", now_rfc3339(), generation)
+        patch.status["conditions"] = ready(conditions, registration.phase, registration.message, query.spec.pool,
+                                           generation)
         patch.status["phase"] = registration.phase
         patch.status["message"] = registration.message
         kopf.info(body, reason="Registered", message=f"running on pool '{query.spec.pool}' ({registration.phase}).")
@@ -140,10 +152,11 @@ async def sync_query(body: kopf.Body, name: str, namespace: str | None, meta: ko
     overloaded = overload is not None and overload.get("status") == "True" and status.input_rate > 0
     conditions = list((body.get("status") or {}).get("conditions") or [])
     pool_name = body["spec"].get("pool")
-    patch.status["conditions"] = set_condition(
+    conditions = set_condition(
         conditions, "Overloaded", overloaded, "PoolOverloaded" if overloaded else "WithinCapacity",
         f"pool '{pool_name}' is overloaded: {overload['message']}" if overloaded and overload else
         f"pool '{pool_name}' carries the measured demand.", now_rfc3339(), meta.get("generation"))
+    patch.status["conditions"] = ready(conditions, status.phase, status.message, pool_name, meta.get("generation"))
     if overloaded and overload and not status.message:
         patch.status["message"] = f"pool '{pool_name}' is overloaded: {overload['message']}"
     if status.p50_ms is not None and status.p99_ms is not None:

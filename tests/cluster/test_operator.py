@@ -170,6 +170,8 @@ def test_query_is_registered_and_status_is_synced(world: World) -> None:
     assert status["latency"]["p99Ms"] > 0 and 0 <= status["slaAttainment"] <= 1
     assert status["batchIntervalMs"] == 500 and status["batchIntervalReason"] == "spec.trigger sets it."
     assert condition(body, "Admitted")["status"] == "True" and condition(body, "Registered")["status"] == "True"
+    waited = world.plane.kubectl("wait", "--for=condition=Ready", "sq/fast", "-n", "team-a", "--timeout=60s")
+    assert "condition met" in waited.stdout  # kstatus: what kubectl wait, Argo CD and Flux read
     assert "sluice.dev/finalizer" in body["metadata"]["finalizers"]
     table = world.plane.kubectl("get", "sq", "-n", "team-a").stdout.splitlines()
     row = next(line.split() for line in table if line.startswith("fast"))
