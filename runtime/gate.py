@@ -4,8 +4,8 @@ Before the batch's action it asks the scheduler for a grant with cheap facts (ro
 the input rate, the oldest event from the previous batch), sets `spark.scheduler.pool` to the
 granted band, runs the sink's write and notes when it completed (`sluice.runtime.measure`).
 Everything else about the batch (its rows, its latency) arrives with its progress, off the batch
-path. The batch's cost report travels with the query's next ask. A batch covered by an earlier group grant (Drizzle)
-runs in that grant's band without asking.
+path. The batch's cost report travels with the query's next ask. A batch covered by an earlier
+group grant (Drizzle) runs in that grant's band without asking.
 
 A stateful batch may be delayed but never skipped: the gate always runs the action; on shutdown
 or scheduler loss it fails open (runs at once in Spark's default pool) and says so.

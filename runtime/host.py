@@ -232,7 +232,6 @@ class QueryHost:
         with self.lock:
             if len(hosted.batch_costs(since=hosted.interval_since)) < 3:
                 return  # too little measured at this interval
-        with self.lock:
             costs = self._costs_of(hosted)
         choice = intervals.next_interval(hosted.interval, hosted.spec.latency_target, costs, self._delay(hosted))
         if abs(choice.interval - hosted.interval) < 1e-3:

@@ -49,7 +49,9 @@ def test_ds2_grows_and_shrinks_a_real_application(elastic: World) -> None:
     port = free_port()
     world.apply(pool("elastic", port, minExecutors=1, maxExecutors=2))
     world.serve_pool_runtime("elastic", port)
-    world.apply(query("steady", "team-a", pool_name="elastic"))
+    # a 2 s trigger: few batches, so the measured demand (task overhead included) fits one executor
+    # at the default utilization; at 500 ms it measured 0.5-0.8 cores, too close to 0.7 to rely on
+    world.apply(query("steady", "team-a", pool_name="elastic", trigger={"interval": "2s"}))
     # the application started with three executors; the pool asks for its size (1) and the runtime drains two
     running(world, 1, "one executor")
     wait_for(lambda: (h := world.host.queries.get("team-a/steady")) and h.measured_load().batches >= 2,
