@@ -202,7 +202,8 @@ class QueryHost:
             with self.lock:
                 costs = self._costs_of(hosted)
                 current = hosted.interval
-            choice = intervals.next_interval(current, hosted.spec.latency_target, costs, self._delay(hosted))
+            choice = (intervals.first(hosted.spec.latency_target, costs, self._delay(hosted)) if current is None
+                      else intervals.next_interval(current, hosted.spec.latency_target, costs, self._delay(hosted)))
         with self.lock:
             hosted.interval, hosted.interval_reason = choice.interval, choice.reason
             hosted.interval_since = self.clock()

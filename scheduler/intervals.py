@@ -44,6 +44,9 @@ PER_ROW_PRIOR = 20e-6
 """Seconds a row before any is measured (cautious: the scheduler's cost prior)."""
 COMMIT_PRIOR = 0.05
 """Seconds of offset commit after the action before any is measured (~27 ms here)."""
+START_CAP = 1.0
+"""Seconds: the longest interval a query starts with, before any of its batches is measured (an
+unknown rate would otherwise look like no load, and a loose SLA like a license for huge batches)."""
 BAND = 0.25
 """Hysteresis: a safe interval changes only for a choice more than 25% away."""
 
@@ -76,16 +79,28 @@ class Choice:
 def measured(batches: Sequence[tuple[int, float]], rate: float, queueing: float = 0.0, commit: float = 0.0) -> Costs | None:
     """Costs from a query's recent batches ((input rows, seconds) each); None before 3 batches.
 
-    While every batch has about the same size, fixed and per-row cost cannot be told apart: the
-    median batch is taken as fixed. That is optimistic for a longer interval at a high rate, and
-    self-correcting: the longer interval's bigger batches are measured (an unsafe interval shrinks at
-    once), and batches of 3x another size give the line (`costs.fit_line`)."""
+    While every batch has about the same size, fixed and per-row cost cannot be told apart. The
+    split then leans to the cautious side, as the scheduler's cost model does: at most Spark's
+    floor (`FIXED_PRIOR`) of the median batch is fixed, the rest grows with the rows, so a longer
+    interval is predicted to cost more. Batches of 3x another size give the line (`costs.fit_line`)."""
     if len(batches) < 3:
         return None
     line = fit_line(list(batches))
     if line is not None:
         return Costs(line[0], line[1], rate, queueing, commit)
-    return Costs(statistics.median(c for _, c in batches), 0.0, rate, queueing, commit)
+    cost = statistics.median(c for _, c in batches)
+    rows = statistics.median(r for r, _ in batches)
+    fixed = min(cost, FIXED_PRIOR)
+    return Costs(fixed, (cost - fixed) / rows, rate, queueing, commit)
+
+
+def first(sla: float, costs: Costs, delay: float = 0.0) -> Choice:
+    """The interval a query starts with, before its batches are measured: `choose`, at most START_CAP."""
+    choice = choose(sla, costs, delay)
+    if choice.interval <= START_CAP:
+        return choice
+    return Choice(START_CAP, f"{START_CAP * 1000:.0f} ms until its batches are measured: the SLA alone would allow "
+                             f"{choice.interval * 1000:.0f} ms, but the rate and the cost of a batch are not known yet.")
 
 
 def worst_case(interval: float, costs: Costs, delay: float = 0.0) -> float:

@@ -70,12 +70,23 @@ def test_a_kept_sla_means_the_worst_case_fits_and_the_batch_keeps_up(sla: float,
         assert fixed + per_row * rate * choice.interval <= choice.interval + 1e-9
 
 
-def test_measured_costs_take_the_median_batch_as_fixed_until_sizes_differ() -> None:
+def test_measured_costs_lean_to_per_row_until_sizes_differ() -> None:
     from sluice.scheduler.intervals import measured
 
     assert measured([(100, 0.2), (100, 0.3)], rate=200) is None  # too few batches
     same = measured([(100, 1.4), (100, 0.2), (110, 0.25), (90, 0.3)], rate=200, commit=0.03)
-    assert same == Costs(0.275, 0.0, 200, 0.0, 0.03)  # the median; a JIT-slow first batch does not count
+    # the median batch (0.275 s, 100 rows; a JIT-slow first batch does not count): Spark's floor
+    # (0.15 s) fixed, the other 0.125 s per row, so a longer interval is predicted to cost more
+    assert same is not None and same.fixed == pytest.approx(0.15) and same.per_row == pytest.approx(0.00125)
+    assert (same.rate, same.commit) == (200, 0.03)
     # sizes 3x apart: the line through them (0.1 s + 1 ms a row)
     line = measured([(100, 0.2), (300, 0.4), (100, 0.2), (300, 0.4)], rate=200)
     assert line is not None and line.fixed == pytest.approx(0.1) and line.per_row == pytest.approx(0.001)
+
+
+def test_a_query_starts_at_most_at_the_cap_until_its_batches_are_measured() -> None:
+    from sluice.scheduler.intervals import START_CAP, first
+
+    loose = first(20.0, Costs(0.15, 20e-6, 0.0, commit=0.05))  # the SLA alone: 15.8 s
+    assert loose.interval == START_CAP and "the SLA alone would allow 15800 ms" in loose.reason
+    assert first(0.5, FILTER) == choose(0.5, FILTER)  # already below the cap
