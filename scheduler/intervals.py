@@ -142,6 +142,6 @@ def next_interval(current: float | None, sla: float, costs: Costs, delay: float 
     if not safe or not choice.keeps_sla:
         return choice if abs(choice.interval - current) > 1e-9 else Choice(current, choice.reason, choice.keeps_sla)
     if abs(choice.interval - current) <= band * current:
-        return Choice(current, f"keeping {current * 1000:.0f} ms: it is still safe and the best choice "
-                               f"({choice.interval * 1000:.0f} ms) is within {band:.0%} of it.")
+        return Choice(current, f"keeping {current * 1000:.0f} ms: it still fits the {sla * 1000:.0f} ms SLA and the "
+                               f"best choice ({choice.interval * 1000:.0f} ms) is within {band:.0%} of it.")
     return choice
