@@ -16,10 +16,8 @@ POOLS: Final = "streamingpools"
 QUERIES: Final = "streamingqueries"
 
 Policy = Literal["fifo", "fair", "edf", "cameo"]
-"""What each one means, in `sluice run`, the benchmark and the pool pod alike:
-fifo: Spark's FIFO scheduler, no gate. fair: Spark's FAIR scheduler with one equal pool per query
-(per tenant weight in the sidecar), no gate. edf: the gate orders batches by start deadline.
-cameo: the gate orders by start deadline with learned costs and puts each batch in a FAIR band."""
+"""The policies a pool may run; what each means for the runtime is defined once, in
+`sluice.runtime.policy`."""
 POLICIES: Final[tuple[Policy, ...]] = get_args(Policy)
 GATED_POLICIES: Final[tuple[Policy, ...]] = ("edf", "cameo")
 """Policies whose batches wait at the gate for the scheduler's grant."""

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from sluice.api.constants import GROUP, POOLS, VERSION
 from sluice.api.pool import StreamingPool
+from sluice.api.runtime import QueryStatus
 
 from . import kube, metrics, scaling, settings
 from .admission import is_admitted, set_condition
@@ -94,7 +95,7 @@ async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, p
     status = body.get("status") or {}
     current = int((status.get("executors") or {}).get("target") or model.spec.minExecutors)
     try:
-        queries: dict[str, Any] | None = await runtime.queries()
+        queries: dict[str, QueryStatus] | None = await runtime.queries()
     except RuntimeRefused:
         queries = None
     last = (status.get("lastScalingDecision") or {}).get("time")

@@ -127,7 +127,6 @@ class Gate:
             if hosted.last_newest is None:
                 hosted.last_newest = entered
             hosted.batches += 1
-            hosted.last_action = action
             if self.scheduler is not None and not grant.fail_open:
                 hosted.completions.append(done)
         self.metrics.gate_wait.labels(*labels).set(grant.waited)

@@ -55,7 +55,6 @@ class HostedQuery:
     last_newest: float | None = None
     """Newest production time among the last measured batch's output rows."""
     last_batch_started: float | None = None
-    last_action: float = 0.0
     completions: list[Completion] = field(default_factory=list)
     """Completed batches not yet reported to the scheduler (they travel with the next ask)."""
     memory: list[dict[str, Any]] = field(default_factory=list)
