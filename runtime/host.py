@@ -350,6 +350,7 @@ class QueryHost:
                 latency = batch_latency(timeline.committed, output, produced)
                 if timeline.committed >= self.measure_from:
                     hosted.window.add(latency)
+                    hosted.log_phases(timeline)
                 hosted.last_newest = produced[-1]
                 timeline.latency = max(latency.latencies)
             hosted.input_rate = float(progress.inputRowsPerSecond or 0.0)

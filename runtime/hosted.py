@@ -7,6 +7,7 @@ only the host's lifecycle thread starts and stops the query behind it.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,8 @@ RECENT_BATCHES = 32
 """Batches whose timelines (critical path, DS2 load) are kept per query."""
 BAND_LOG = 1000
 """Batches whose FAIR band is kept per query."""
+PHASE_LOG = 5000
+"""Measured batches whose phase times (Spark's durationMs and the gate's wait) are kept per query."""
 MEMORY_ROWS = 100_000
 """Rows a memory sink keeps (the newest)."""
 
@@ -80,6 +83,8 @@ class HostedQuery:
     interval_reason: str = ""
     interval_since: float = 0.0
     """When the query last started with its interval (the next change waits a while)."""
+    phase_log: dict[str, deque[float]] = field(default_factory=dict)
+    """Phase -> milliseconds of the latest measured batches (`sluice run --report` prints their quantiles)."""
 
     def timeline(self, batch_id: int) -> BatchTimeline:
         found = self.timelines.get(batch_id)
@@ -116,6 +121,19 @@ class HostedQuery:
         """Mean wait for a grant over the recent batches (the queueing term of the interval)."""
         waits = [t.gate_wait for t in self.timelines.values()]
         return sum(waits) / len(waits) if waits else 0.0
+
+    def log_phases(self, timeline: BatchTimeline) -> None:
+        """Keep a measured batch's phase times: Spark's durationMs and `gateWait`."""
+        for phase, ms in (*timeline.durations_ms.items(), ("gateWait", timeline.gate_wait * 1000)):
+            self.phase_log.setdefault(phase, deque(maxlen=PHASE_LOG)).append(ms)
+
+    def phase_quantiles(self) -> dict[str, dict[str, float]]:
+        """p50 and p90 milliseconds of each logged phase."""
+        out = {}
+        for phase, values in self.phase_log.items():
+            ordered = sorted(values)
+            out[phase] = {"p50": round(ordered[len(ordered) // 2], 1), "p90": round(ordered[int(len(ordered) * 0.9)], 1)}
+        return out
 
     def keep_rows(self, rows: list[dict[str, Any]]) -> None:
         self.memory.extend(rows)

@@ -54,7 +54,7 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
     mode = mode_of(options.policy)
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="sluice-run-"))
     config = SessionConfig(
-        master=options.master,
+        master=os.environ.get("XMASTER", options.master),
         scheduling=mode.scheduling,
         kafka=_needs_kafka(queries),
         workdir=workdir,
@@ -85,12 +85,15 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
     per_query: dict[str, dict[str, Any]] = {}
     report: dict[str, Any] = {"policy": options.policy, "seconds": round(time.time() - started, 1),
                               "started_at": started, "queries": per_query}
+    with host.lock:
+        phases = {key: hosted.phase_quantiles() for key, hosted in host.queries.items()}
     for key, status in statuses.items():
         per_query[key] = {
             "p50_ms": status.p50_ms, "p99_ms": status.p99_ms, "max_ms": status.max_ms,
             "sla_ms": status.sla_ms, "attainment": status.attainment_total, "rows": status.rows,
             "output_rows": status.output_rows, "batches": status.batches, "phase": status.phase,
-            "message": status.message, "bands": status.bands,
+            "message": status.message, "bands": status.bands, "phases_ms": phases.get(key, {}),
+            "critical_path": status.criticalPath, "bottleneck": status.bottleneck,
         }
         if options.timeline:
             window = host.queries[key].window

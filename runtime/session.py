@@ -28,6 +28,13 @@ IVY_SETTINGS = """<ivysettings>
 """
 """Maven Central only: Spark's default chain also asks repos.spark-packages.org, which is not
 reachable everywhere and prints a line per artifact when it is not."""
+RAW_LOCAL_FILES = {"spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs"}
+"""Checkpoints on a local disk or volume without Hadoop's `.crc` side files. Every micro-batch
+writes an offset log and a commit log file through Hadoop's FileContext; its default local
+filesystem writes and renames a checksum file beside each. Measured here (a 300 rows/s filter,
+200 ms trigger, idle machine): the two log writes took 41-55 ms each with checksums and 20-30 ms
+without, the whole trigger 141-172 ms against 101-118 ms. Rename keeps each write atomic; only
+`file:` paths change (object stores keep their own filesystem)."""
 
 
 def kafka_package() -> str:
@@ -98,7 +105,7 @@ def build_session(config: SessionConfig) -> Any:
                    .config("spark.jars.excludes", ",".join(SHIPPED_WITH_PYSPARK))
                    .config("spark.jars.ivy", str(ivy))
                    .config("spark.jars.ivySettings", str(ivy_settings(ivy))))
-    for key, value in config.extra.items():
+    for key, value in (RAW_LOCAL_FILES | config.extra).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -5,6 +5,14 @@ before it runs; `dispatch(now)` grants the most urgent pending batches while few
 `capacity` are in flight; `complete` frees the slot, teaches the cost model and adapts the
 query's group size (Drizzle). Waiting is bounded by aging: a batch pending longer than
 `max_wait` is served before any policy order.
+
+Under the deadline policies (edf, cameo) the core also holds a low-urgency batch when an urgent
+one is predicted to arrive before it would finish: running tasks are never pre-empted, so a
+long batch that starts just before an urgent one takes the cores the urgent one needs. A query's
+next arrival is predicted from its recent batch period. A batch is held only while the urgent
+arrival is predicted within its own estimated cost, only if the urgent batch could not wait for
+it (its slack at arrival is below that cost) and only if holding keeps the held batch within its
+own start deadline; aging bounds every hold. With no urgent arrival near, nothing is held.
 """
 
 from __future__ import annotations
@@ -87,6 +95,8 @@ class _Pending:
     """t_MF + L: when the batch's output is due."""
     cost: float
     seq: int
+    held: tuple[str, int, float] | None = None
+    """(query, its last batch id, predicted arrival) of the urgent batch this one was held for."""
 
 
 @dataclass(slots=True)
@@ -113,6 +123,12 @@ class _Query:
     grants: int = 0
     batches_late: int = 0
     worst_late: float = 0.0
+    last_submit: float | None = None
+    last_batch: int = -1
+    period: float | None = None
+    """Smoothed seconds between the submits of consecutive batches (predicts the next arrival)."""
+    held: int = 0
+    """Batches of this query held for a predicted urgent one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +140,10 @@ class GroupTuning:
     """Coordination share of batch time above which k doubles."""
     shrink_below: float = 0.02
     """Coordination share below which k drops by one."""
+
+
+PERIOD_SMOOTHING = 0.3
+"""Weight of the newest gap in a query's smoothed batch period."""
 
 
 class SchedulerError(ValueError):
@@ -157,6 +177,8 @@ class Scheduler:
         """(expiry, query, first batch id) of granted slots; stale entries are skipped lazily."""
         self._seq = itertools.count()
         self.in_flight = 0
+        self.hold_until: float | None = None
+        """After `dispatch`: when the earliest batch it held should be looked at again (None: none held)."""
 
     # ------------------------------------------------------------------ registration
 
@@ -200,6 +222,10 @@ class Scheduler:
             state.pending = None
         if state.pending is not None:
             return  # a retried request for the same batch keeps its place
+        if state.last_submit is not None and request.batch_id == state.last_batch + 1:
+            gap = now - state.last_submit
+            state.period = gap if state.period is None else PERIOD_SMOOTHING * gap + (1 - PERIOD_SMOOTHING) * state.period
+        state.last_submit, state.last_batch = now, request.batch_id
         priority, deadline = self.policy.key(state.spec, request, self.costs, now)
         cost = self.costs.estimate(request.query, request.rows)
         due = frontier(state.spec, request, now) + state.spec.latency_target
@@ -238,16 +264,61 @@ class Scheduler:
         return None
 
     def dispatch(self, now: float) -> list[Grant]:
-        """Grant pending batches in policy order while slots are free."""
+        """Grant pending batches in policy order while slots are free (holding those an urgent
+        arrival predicted within their cost would otherwise find the cores taken by)."""
         self._expire(now)
         grants: list[Grant] = []
+        held: list[_Pending] = []
+        self.hold_until = None
         while self.in_flight < self.capacity:
             found = self._next(now)
             if found is None:
                 break
             pending, aged = found
+            first = pending.held is None
+            until = None if aged else self._hold(pending, now)
+            if until is not None:
+                held.append(pending)
+                self.queries[pending.request.query].held += first
+                self.hold_until = until if self.hold_until is None else min(self.hold_until, until)
+                continue
             grants.append(self._grant(pending, aged, now))
+        for pending in held:  # still pending, in the same place
+            heapq.heappush(self._heap, (pending.priority, pending.seq, pending.request.query))
         return grants
+
+    def next_look(self, now: float, idle: float) -> float:
+        """Seconds until the scheduler should dispatch again with nothing else happening: at the
+        end of the earliest hold, else after `idle` (aging and leases move with time)."""
+        if self.hold_until is None:
+            return idle
+        return min(idle, max(self.hold_until - now, 0.001))
+
+    def _hold(self, pending: _Pending, now: float) -> float | None:
+        """When an urgent batch is predicted to arrive while `pending` would run: that time, else None."""
+        if not self.policy.uses_bands:
+            return None  # fifo and fair have no notion of urgency to protect
+        if pending.held is not None:
+            # held once only: until the urgent batch arrives or should have. Holding again for its
+            # successor would gain nothing (a batch longer than the urgent query's period overlaps
+            # one of its batches whenever it starts) and could hold it until aging.
+            other, batch_id, arrives = pending.held
+            state = self.queries.get(other)
+            still = state is not None and state.last_batch == batch_id and now < arrives
+            return arrives if still else None
+        key = pending.request.query
+        for other, state in self.queries.items():
+            if other == key or state.pending is not None or state.period is None or state.last_submit is None:
+                continue
+            arrives = state.last_submit + state.period
+            if not now < arrives <= now + pending.cost or arrives > pending.deadline:
+                continue  # not within the batch's cost, or holding would make the held batch late
+            request = BatchRequest(other, state.last_batch + 1, oldest_event=state.last_submit)
+            _, deadline = self.policy.key(state.spec, request, self.costs, arrives)
+            if deadline < pending.deadline and deadline - arrives < pending.cost:
+                pending.held = (other, state.last_batch, arrives)
+                return arrives  # urgent: it could not wait for this batch to finish
+        return None
 
     def _grant(self, pending: _Pending, aged: bool, now: float) -> Grant:
         request = pending.request
@@ -383,6 +454,8 @@ class Scheduler:
                     "costMs": round(self.costs.estimate(key, 0) * 1000, 3),
                     "costSamples": self.costs.samples(key),
                     "batchesLate": q.batches_late,
+                    "held": q.held,
+                    "periodMs": None if q.period is None else round(q.period * 1000, 3),
                 }
                 for key, q in self.queries.items()
             },

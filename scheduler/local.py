@@ -59,7 +59,7 @@ class LocalScheduler:
             while key not in self._granted:
                 if request.query not in self.core.queries:  # unregistered while waiting (stop)
                     return _released(request)
-                self._cond.wait(self.wait)
+                self._cond.wait(self.core.next_look(self.clock(), self.wait))
                 self._pump()  # aging and leases move with time even when nobody calls
             return self._granted.pop(key)
 

@@ -86,6 +86,8 @@ class SchedulerService:
     the given time, then handed back (a requester that never asks again has gone)."""
     reclaim: float = 5.0
     """Seconds an unclaimed grant is kept."""
+    _wake: asyncio.TimerHandle | None = None
+    """Pumps again when the earliest held batch should be looked at."""
 
     # ---- core calls, followed by a pump that resolves whoever was granted
 
@@ -111,6 +113,12 @@ class SchedulerService:
                 self.core.release(*key)
         self.metrics.queue_depth.set(self.core.pending_count())
         self.metrics.in_flight.set(self.core.in_flight)
+        if self._wake is not None:
+            self._wake.cancel()
+            self._wake = None
+        if self.core.hold_until is not None:
+            with contextlib.suppress(RuntimeError):  # no running loop: the ticker looks again
+                self._wake = asyncio.get_running_loop().call_later(self.core.next_look(now, 1.0), self.pump)
 
     def complete(self, query: str, completed: list[Completed]) -> None:
         state = self.core.queries.get(query)

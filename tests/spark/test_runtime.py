@@ -251,6 +251,9 @@ def test_restart_from_checkpoint_loses_nothing(spark: Any, host_factory: Any, tm
     write_rows(data, "a.json", [{"id": i, "user": "u", "amount": 1.0, "produced_at": iso(time.time())} for i in range(50)])
     wait_for(lambda: hosted.output_rows == 50, what="the first 50 rows")
     first.stop_all()
+    offsets = checkpoints / "t" / "copy" / "offsets"
+    assert (offsets / "0").is_file()
+    assert not list(offsets.glob(".*.crc"))  # the session's raw local files: no checksum side files
     write_rows(data, "b.json", [{"id": 50 + i, "user": "u", "amount": 1.0, "produced_at": iso(time.time())} for i in range(70)])
     second = host_factory(None, checkpoints)
     again = second.add(spec)

@@ -317,3 +317,94 @@ def test_aimd_judges_a_group_once_on_its_whole_time() -> None:
     assert s.in_flight == 1
     s.complete(Completion("t/q", 4, seconds=0.1))
     assert s.queries["t/q"].k == 8 and s.in_flight == 0
+
+
+# ---------------------------------------------------------------- holding for a predicted urgent batch
+
+
+def _with_period(s: Scheduler, key: str, period: float, batches: int = 3) -> float:
+    """Submit and run `batches` batches of `key`, `period` seconds apart; returns the last submit time."""
+    now = T0
+    for batch_id in range(1, batches + 1):
+        now = T0 + (batch_id - 1) * period
+        s.submit(BatchRequest(key, batch_id, oldest_event=now - period), now)
+        (grant,) = s.dispatch(now)
+        s.complete(Completion(key, grant.batch_id, seconds=0.001))
+    return now
+
+
+def _holding_scheduler(policy: str = "cameo") -> Scheduler:
+    # fixed cost 10 ms, 100 us per row: a 10,000-row bulk batch costs about 1 s, a filter's 10 ms
+    s = Scheduler(policy, capacity=4, costs=CostModel(CostPrior(0.01, 1e-4, 0.0)))
+    s.register(QuerySpec("pay/filter", "pay", 0.5))
+    s.register(QuerySpec("bulk/agg", "bulk", 30.0, window_size=10.0))
+    return s
+
+
+def test_a_long_batch_is_held_for_an_urgent_batch_predicted_within_its_cost() -> None:
+    s = _holding_scheduler()
+    last = _with_period(s, "pay/filter", 0.2)  # the filter arrives every 200 ms
+    now = last + 0.05
+    s.submit(BatchRequest("bulk/agg", 1, rows=10_000, oldest_event=now), now)
+    assert s.dispatch(now) == []  # ~1 s of bulk work would take the cores the filter needs in 150 ms
+    assert s.hold_until == pytest.approx(last + 0.2)
+    assert s.next_look(now, 1.0) == pytest.approx(0.15)
+    # the filter arrives as predicted: it is granted first, and then the bulk batch
+    arrived = last + 0.2
+    s.submit(BatchRequest("pay/filter", 4, oldest_event=last), arrived)
+    assert _ids(s.dispatch(arrived)) == ["pay/filter", "bulk/agg"]
+    assert s.snapshot(arrived)["queries"]["bulk/agg"]["held"] == 1  # type: ignore[index]
+
+
+def test_a_missed_prediction_ends_the_hold_at_the_predicted_time() -> None:
+    s = _holding_scheduler()
+    last = _with_period(s, "pay/filter", 0.2)
+    now = last + 0.05
+    s.submit(BatchRequest("bulk/agg", 1, rows=10_000, oldest_event=now), now)
+    assert s.dispatch(now) == []
+    assert _ids(s.dispatch(last + 0.2 + 0.001)) == ["bulk/agg"]  # the filter did not come: hold nothing
+
+
+@pytest.mark.parametrize(
+    ("period", "rows", "why"),
+    [
+        (5.0, 10_000, "the filter's next batch is 5 s away, beyond the bulk batch's ~1 s"),
+        (0.2, 100, "the bulk batch costs 20 ms: it ends before the filter arrives"),
+    ],
+)
+def test_nothing_is_held_when_no_urgent_batch_is_near(period: float, rows: int, why: str) -> None:
+    s = _holding_scheduler()
+    last = _with_period(s, "pay/filter", period)
+    now = last + 0.05
+    s.submit(BatchRequest("bulk/agg", 1, rows=rows, oldest_event=now), now)
+    assert _ids(s.dispatch(now)) == ["bulk/agg"], why
+    assert s.hold_until is None
+
+
+def test_a_hold_never_makes_the_held_batch_late() -> None:
+    s = _holding_scheduler()
+    s.register(QuerySpec("ops/tight", "ops", 0.3))  # not windowed, SLA 300 ms: its start deadline is near
+    last = _with_period(s, "pay/filter", 0.25)
+    now = last + 0.05
+    # ~0.2 s of work, due in 0.3 s: start deadline ~now + 0.1, before the filter's arrival (now + 0.2)
+    s.submit(BatchRequest("ops/tight", 1, rows=2_000, oldest_event=now), now)
+    assert _ids(s.dispatch(now)) == ["ops/tight"]
+
+
+@pytest.mark.parametrize("policy", ["fifo", "fair"])
+def test_policies_without_urgency_hold_nothing(policy: str) -> None:
+    s = _holding_scheduler(policy)
+    last = _with_period(s, "pay/filter", 0.2)
+    now = last + 0.05
+    s.submit(BatchRequest("bulk/agg", 1, rows=10_000, oldest_event=now), now)
+    assert _ids(s.dispatch(now)) == ["bulk/agg"]
+
+
+def test_an_aged_batch_is_never_held() -> None:
+    s = _holding_scheduler()
+    s.max_wait = 0.1
+    last = _with_period(s, "pay/filter", 0.2)
+    now = last + 0.01
+    s.submit(BatchRequest("bulk/agg", 1, rows=10_000, oldest_event=now), now)
+    assert s.dispatch(now) == []
+    assert _ids(s.dispatch(now + 0.11)) == ["bulk/agg"]  # waited max_wait: served, whatever is predicted

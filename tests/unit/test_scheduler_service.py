@@ -19,7 +19,6 @@ from sluice.scheduler.bands import DEFAULT_BAND
 from sluice.scheduler.client import SchedulerClient
 from sluice.scheduler.core import Completion, Scheduler
 from sluice.scheduler.costs import CostModel, CostPrior
-from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.policies import BatchRequest, QuerySpec
 from sluice.scheduler.server import SchedulerService, ServerThread, make_app
 from sluice.testing.waiting import wait_for
@@ -101,34 +100,6 @@ def test_many_concurrent_clients_never_exceed_capacity(served: tuple[ServerThrea
     assert errors == []
     assert granted == clients * cycles
     assert 1 <= peak <= 2  # the pool's capacity
-
-
-def test_the_urgent_query_is_granted_first_over_http(served: tuple[ServerThread, SchedulerService]) -> None:
-    server, service = served
-    service.core.capacity = 1
-    client = SchedulerClient(server.url)
-    client.register(QuerySpec("bulk/agg", "bulk", 1.0, window_size=10.0))
-    client.register(QuerySpec("pay/filter", "pay", 0.05))
-    client.register(QuerySpec("x/holder", "x", 5.0))
-    holder = client.dispatch(BatchRequest("x/holder", 1))  # takes the only slot
-    order: list[str] = []
-
-    def ask(key: str) -> None:
-        SchedulerClient(server.url).dispatch(BatchRequest(key, 1, rows=10, oldest_event=time.time()))
-        order.append(key)
-
-    threads = [threading.Thread(target=ask, args=("bulk/agg",)), threading.Thread(target=ask, args=("pay/filter",))]
-    threads[0].start()
-    wait_for(lambda: service.core.pending_count() == 1, 10, "the bulk batch to wait", every=0.005)
-    threads[1].start()
-    wait_for(lambda: service.core.pending_count() == 2, 10, "the urgent batch to wait too", every=0.005)
-    assert order == []  # both wait: the slot is held
-    client.complete("x/holder", [Completion("x/holder", holder.batch_id, seconds=0.5)])
-    threads[1].join(10)
-    assert order == ["pay/filter"]  # arrived later, granted first
-    client.complete("pay/filter", [Completion("pay/filter", 1, seconds=0.01)])
-    threads[0].join(10)
-    assert order == ["pay/filter", "bulk/agg"]
 
 
 @pytest.mark.parametrize(
@@ -215,32 +186,6 @@ def test_killed_sidecar_fails_open_and_a_restarted_one_gates_again() -> None:
     finally:
         proc.kill()
         proc.wait(10)
-
-
-def test_in_process_scheduler_orders_threads_like_the_sidecar() -> None:
-    local = LocalScheduler(Scheduler("cameo", capacity=1, costs=CostModel(CostPrior(0.1, 0.0, 0.0))))
-    local.register(QuerySpec("x/holder", "x", 5.0))
-    local.register(QuerySpec("bulk/agg", "bulk", 1.0, window_size=10.0))
-    local.register(QuerySpec("pay/filter", "pay", 0.05))
-    local.dispatch(BatchRequest("x/holder", 1))
-    order: list[str] = []
-
-    def ask(key: str) -> None:
-        local.dispatch(BatchRequest(key, 1, oldest_event=time.time()))
-        order.append(key)
-
-    a = threading.Thread(target=ask, args=("bulk/agg",))
-    a.start()
-    wait_for(lambda: local.core.pending_count() == 1, 10, "the bulk batch to wait", every=0.005)
-    b = threading.Thread(target=ask, args=("pay/filter",))
-    b.start()
-    wait_for(lambda: local.core.pending_count() == 2, 10, "the urgent batch to wait too", every=0.005)
-    assert order == []
-    local.complete("x/holder", [Completion("x/holder", 1, seconds=0.1)])
-    b.join(5)
-    local.complete("pay/filter", [Completion("pay/filter", 1, seconds=0.1)])
-    a.join(5)
-    assert order == ["pay/filter", "bulk/agg"]
 
 
 @pytest.fixture
