@@ -54,7 +54,7 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
     mode = mode_of(options.policy)
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="sluice-run-"))
     config = SessionConfig(
-        master=os.environ.get("XMASTER", options.master),
+        master=options.master,
         scheduling=mode.scheduling,
         kafka=_needs_kafka(queries),
         workdir=workdir,
