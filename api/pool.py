@@ -35,7 +35,9 @@ class Quota(Model):
     maxQueries: int | None = Field(default=None, ge=0)
     """At most this many queries from the namespace; omitted: unlimited."""
     weight: float = Field(default=1.0, gt=0)
-    """The tenant's weight (accepted, not applied yet: under `fair` every query has an equal share)."""
+    """The tenant's weight: under `fair` its queries share one Spark FAIR pool of this weight
+    (relative to other tenants'). Reaches a query when it is next registered (created, updated,
+    or the operator restarts)."""
 
 
 _MIN_EXECUTORS, _MAX_EXECUTORS = 1, 4

@@ -77,7 +77,8 @@ async def reconcile_query(body: kopf.Body, name: str, namespace: str | None, met
         try:
             if token is None:
                 raise RuntimeUnreachable("the pool's token Secret does not exist yet")
-            registration = await RuntimeClient(url, token).register(manifest)
+            quota = pool_model(pool_body).spec.quotas.get(namespace)
+            registration = await RuntimeClient(url, token).register(manifest, quota.weight if quota else 1.0)
         except RuntimeUnreachable as error:
             message = f"cannot reach pool '{query.spec.pool}' runtime at {url} ({error}); retrying."
             patch.status["conditions"] = set_condition(conditions, "Registered", False, "RuntimeUnreachable", message,

@@ -62,9 +62,11 @@ class RuntimeClient:
             raise RuntimeUnreachable(f"HTTP {status} with a body that is not the runtime's API") from None
         raise RuntimeRefused(status, problem.error)
 
-    async def register(self, manifest: dict[str, Any]) -> Registration:
+    async def register(self, manifest: dict[str, Any], weight: float = 1.0) -> Registration:
+        """Add or update a query; `weight`: its namespace's quota weight on the pool."""
         meta = manifest["metadata"]
-        return await self._call("PUT", f"/v1/queries/{meta['namespace']}/{meta['name']}", Registration, manifest)
+        return await self._call("PUT", f"/v1/queries/{meta['namespace']}/{meta['name']}?weight={weight:g}",
+                                Registration, manifest)
 
     async def deregister(self, namespace: str, name: str) -> bool:
         """Remove a query; False if the runtime did not host it."""

@@ -1,6 +1,7 @@
 """The runtime's control API (HTTP, bearer token): the operator's way to drive a pool's runtime.
 
-  PUT    /v1/queries/{namespace}/{name}          add or update (body: the StreamingQuery as JSON) -> Registration
+  PUT    /v1/queries/{namespace}/{name}          add or update (body: the StreamingQuery as JSON; optional
+                                                  ?weight=W, the tenant's quota weight, default 1) -> Registration
   DELETE /v1/queries/{namespace}/{name}          remove (checkpoint kept) -> Removed
   POST   /v1/queries/{namespace}/{name}/suspend  Suspend -> QueryStatus
   GET    /v1/queries[/{namespace}/{name}]        QueryList / QueryStatus
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -65,6 +67,14 @@ async def _body(request: web.Request, model: type[M], shape: str) -> M:
         raise BadBody(f"the body must be {shape}") from None
 
 
+def _weight(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
 def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = REGISTRY,
                      executors: ExecutorScaler | None = None) -> web.Application:
     scaler = executors or ExecutorScaler(host.spark, stateful=host.stateful_batches)
@@ -104,7 +114,10 @@ def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = 
             return _error(" ".join(f"{e.path}: {e.message}" if e.path else e.message for e in errors.errors), 400)
         if query.key != key_of(request):
             return _error(f"the manifest is {query.key} but the path names {key_of(request)}; make them agree", 400)
-        await asyncio.wrap_future(host.post_add(query))
+        weight = _weight(request.query.get("weight", "1"))
+        if weight is None:
+            return _error("weight must be a number above zero (the tenant's quota weight), e.g. ?weight=2", 400)
+        await asyncio.wrap_future(host.post_add(query, weight))
         status = host.status(query.key)
         return _answer(Registration(query=query.key, phase=status.phase, message=status.message, status=status))
 

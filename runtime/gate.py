@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from sluice.api.query import StreamingQuery
 from sluice.scheduler.bands import DEFAULT_BAND
 from sluice.scheduler.core import Completion, Grant, covers
 from sluice.scheduler.policies import BatchRequest, QuerySpec
@@ -31,6 +30,7 @@ from .batching import expected_rows, oldest_event
 from .hosted import HostedQuery
 from .measure import write
 from .metrics import Metrics
+from .policy import FairPool
 
 
 class Gatekeeper(Protocol):
@@ -44,7 +44,7 @@ class Gatekeeper(Protocol):
     def complete(self, query: str, completed: Sequence[Completion]) -> bool: ...
 
 
-FixedPool = Callable[[StreamingQuery], str | None]
+FixedPool = Callable[[QuerySpec], FairPool | None]
 """Ungated hosts: the FAIR pool a query's batches run in (None: Spark's default)."""
 
 
@@ -80,7 +80,8 @@ class Gate:
         key, batch_id = request.query, request.batch_id
         with self.lock:
             if self.scheduler is None or hosted.stopping:
-                band = self.fixed_pool(hosted.query) or DEFAULT_BAND
+                fixed = self.fixed_pool(hosted.spec)
+                band = DEFAULT_BAND if fixed is None else fixed.name
                 return Grant(key, batch_id, band, 1, 0.0, 0.0, 0.0, fail_open=self.scheduler is not None), 0.0
             group = hosted.group
             if group is not None and batch_id != group.batch_id and covers(group.batch_id, group.last, batch_id):
@@ -104,7 +105,7 @@ class Gate:
                                    oldest_event(hosted.newest_input, hosted.last_newest))
         grant, coordination = self._grant(hosted, request)
         sc = self.spark.sparkContext
-        pool = None if (self.scheduler is None and self.fixed_pool(query) is None) else grant.band
+        pool = None if (self.scheduler is None and self.fixed_pool(hosted.spec) is None) else grant.band
         with self.lock:
             hosted.last_batch_started = entered
             hosted.record_band(batch_id, grant.band)

@@ -37,6 +37,7 @@ from .kafka_check import kafka_problem
 from .latency import GRID, LatencyWindow, Summary, batch_latency
 from .metrics import Metrics
 from .pipeline import OBSERVED, build, spark_name
+from .spark_pools import ensure_pool
 from .stages import StageCost, StagePoller
 
 log = logging.getLogger("sluice.runtime")
@@ -91,9 +92,10 @@ class QueryHost:
         """Run `work` on the lifecycle thread; the future holds its result."""
         return self._owner.submit(work)
 
-    def post_add(self, query: StreamingQuery) -> Future[HostedQuery]:
-        """Start a query (or restart it with a new spec) from its checkpoint."""
-        return self.submit(lambda: self._add(query))
+    def post_add(self, query: StreamingQuery, weight: float = 1.0) -> Future[HostedQuery]:
+        """Start a query (or restart it with a new spec) from its checkpoint. `weight`: its
+        tenant's quota weight on the pool (Spark's FAIR pool weight under `fair`)."""
+        return self.submit(lambda: self._add(query, weight))
 
     def post_remove(self, key: str, keep_checkpoint: bool = True) -> Future[bool]:
         """Stop and forget a query; False if it was not hosted."""
@@ -103,8 +105,8 @@ class QueryHost:
         """Suspend or resume a query; False if it is not hosted."""
         return self.submit(lambda: self._suspend(key, suspended))
 
-    def add(self, query: StreamingQuery) -> HostedQuery:
-        return self.post_add(query).result()
+    def add(self, query: StreamingQuery, weight: float = 1.0) -> HostedQuery:
+        return self.post_add(query, weight).result()
 
     def remove(self, key: str, keep_checkpoint: bool = True) -> bool:
         return self.post_remove(key, keep_checkpoint).result()
@@ -135,13 +137,13 @@ class QueryHost:
                 log.info("lifecycle check stopped: %s", error)
                 return
 
-    def _add(self, query: StreamingQuery) -> HostedQuery:
+    def _add(self, query: StreamingQuery, weight: float) -> HostedQuery:
         old = self.queries.get(query.key)
         if old is not None:  # stopped while still listed: status never answers 404 mid-update
             self._stop(old)
             self.metrics.forget(old.query.tenant, query.key)
         window = LatencyWindow(query.spec.sla.latencyTarget.seconds, horizon=self.latency_horizon)
-        hosted = HostedQuery(query, window, query_spec(query))
+        hosted = HostedQuery(query, window, query_spec(query, weight))
         with self.lock:
             self.queries[query.key] = hosted
             self._by_spark_name[spark_name(query.key)] = hosted
@@ -171,7 +173,10 @@ class QueryHost:
         if scheduler is not None and not scheduler.register(hosted.spec):
             with self.lock:
                 hosted.gate_mode = "fail-open"
+        fixed = self.gate.fixed_pool(hosted.spec) if scheduler is None else None
         try:
+            if fixed is not None:  # before its first batch names it (else Spark makes it at weight 1)
+                ensure_pool(self.spark, fixed.name, fixed.weight, fair_inside=True)
             self.spark.conf.set("spark.sql.shuffle.partitions", str(query.spec.resources.shufflePartitions))
             plan = build(self.spark, query)
             writer = (

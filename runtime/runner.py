@@ -42,6 +42,8 @@ class RunOptions:
     """Seconds at the start whose batches are left out of the latency figures."""
     timeline: bool = False
     """Keep every batch's latencies for the whole run and put them in the report."""
+    weights: dict[str, float] = field(default_factory=dict)
+    """Tenant (namespace) -> quota weight, from a StreamingPool's `quotas` (default 1)."""
     stop: threading.Event = field(default_factory=threading.Event)
 
 
@@ -72,7 +74,7 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
                      latency_horizon=1e9 if options.timeline else 60.0, measure_from=started + options.warmup)
     try:
         for query in queries:
-            host.add(query)
+            host.add(query, options.weights.get(query.tenant, 1.0))
         while not options.stop.is_set():
             if options.duration is not None and time.time() - started >= options.duration:
                 break

@@ -9,6 +9,7 @@ import click
 
 from sluice.api.constants import DEFAULT_POLICY, POLICIES
 from sluice.api.manifest import ManifestError, parse_text
+from sluice.api.pool import StreamingPool
 from sluice.api.query import StreamingQuery
 from sluice.api.runtime import QueryStatus
 
@@ -61,12 +62,10 @@ def crds() -> None:
     click.echo(crds_yaml(), nl=False)
 
 
-def _load_queries(files: tuple[str, ...]) -> tuple[list[StreamingQuery], str | None]:
-    """Read manifests; exits 1 with one sentence per error. Returns queries and a pool policy."""
-    from sluice.api.pool import StreamingPool
-
+def _load_queries(files: tuple[str, ...]) -> tuple[list[StreamingQuery], StreamingPool | None]:
+    """Read manifests; exits 1 with one sentence per error. Returns queries and the pool, if any."""
     queries: list[StreamingQuery] = []
-    policy: str | None = None
+    pool: StreamingPool | None = None
     errors: list[ManifestError] = []
     for name in files:
         try:
@@ -80,7 +79,7 @@ def _load_queries(files: tuple[str, ...]) -> tuple[list[StreamingQuery], str | N
             if isinstance(item.resource, StreamingQuery):
                 queries.append(item.resource)
             elif isinstance(item.resource, StreamingPool):
-                policy = item.resource.spec.policy
+                pool = item.resource
     for problem in errors:
         click.echo(str(problem), err=True)
     if errors:
@@ -88,7 +87,7 @@ def _load_queries(files: tuple[str, ...]) -> tuple[list[StreamingQuery], str | N
     if not queries:
         click.echo("No StreamingQuery in the given files; pass at least one query manifest with -f.", err=True)
         sys.exit(1)
-    return queries, policy
+    return queries, pool
 
 
 def _duration(value: str | None, option: str) -> float | None:
@@ -103,7 +102,7 @@ def _duration(value: str | None, option: str) -> float | None:
 
 
 @main.command()
-@click.option("-f", "--filename", "files", multiple=True, required=True, help="Manifest file(s); a StreamingPool in them sets the policy.")
+@click.option("-f", "--filename", "files", multiple=True, required=True, help="Manifest file(s); a StreamingPool in them sets the policy and the tenants' quota weights.")
 @click.argument("more", nargs=-1)
 @click.option("--duration", help="Stop cleanly after this long, e.g. 60s (default: until Ctrl-C).")
 @click.option("--report", type=click.Path(dir_okay=False), help="Write a JSON report here when the run ends.")
@@ -120,11 +119,11 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, rep
 
     from sluice.runtime import runner
 
-    queries, pool_policy = _load_queries((*files, *more))
+    queries, pool = _load_queries((*files, *more))
     seconds = _duration(duration, "--duration")
     stop = threading.Event()
     runner.install_interrupt(stop)
-    chosen = policy or pool_policy or DEFAULT_POLICY
+    chosen = policy or (pool.spec.policy if pool else None) or DEFAULT_POLICY
     click.echo(f"starting Spark (local[*]) with {len(queries)} quer{'y' if len(queries) == 1 else 'ies'} under {chosen} ...", err=True)
     with Live(auto_refresh=False, redirect_stderr=False) as live:
         def tick(statuses: dict[str, QueryStatus]) -> None:
@@ -132,7 +131,8 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, rep
 
         options = runner.RunOptions(policy=chosen, duration=seconds, stop=stop, on_tick=tick,
                                     workdir=Path(workdir) if workdir else None,
-                                    warmup=_duration(warmup, "--warmup") or 0.0, timeline=timeline)
+                                    warmup=_duration(warmup, "--warmup") or 0.0, timeline=timeline,
+                                    weights={ns: q.weight for ns, q in pool.spec.quotas.items()} if pool else {})
         result = runner.run(queries, options)
     if report:
         runner.write_report(result, Path(report))

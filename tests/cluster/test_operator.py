@@ -127,7 +127,7 @@ def ds2_utilization(value: float) -> Iterator[None]:
 def world(crds_installed: ControlPlane, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     with open_world(crds_installed, spark, Path(tmp_path_factory.mktemp("ck"))) as world:
         port = free_port()
-        world.apply(pool("shared", port, allowedNamespaces=["team-a", "team-b"], quotas={"team-b": {"maxQueries": 1}}))
+        world.apply(pool("shared", port, allowedNamespaces=["team-a", "team-b"], quotas={"team-b": {"maxQueries": 1, "weight": 3}}))
         world.serve_pool_runtime("shared", port)
         yield world
 
@@ -186,6 +186,7 @@ def test_query_is_registered_and_status_is_synced(world: World) -> None:
 def test_quota_and_namespace_rules_keep_queries_pending(world: World) -> None:
     world.apply(query("one", "team-b"))
     wait_for(lambda: "team-b/one" in world.host.queries, what="the first team-b query")
+    assert world.host.queries["team-b/one"].spec.weight == 3.0  # the namespace's quota weight reached the runtime
     world.apply(query("two", "team-b"))
     body = wait_for(lambda: (c := condition(world.get("sq", "two", "team-b"), "Admitted")) and c["reason"] == "QuotaExceeded" and c,
                     what="QuotaExceeded")

@@ -51,8 +51,9 @@ def call(url: str, method: str, body: Any = None, token: str | None = TOKEN) -> 
 def test_add_status_suspend_remove(api: tuple[str, QueryHost]) -> None:
     url, host = api
     manifest = yaml.safe_load((ROOT / "examples" / "fraud-filter.yaml").read_text())
-    code, body = call(f"{url}/v1/queries/payments/fraud-filter", "PUT", manifest)
+    code, body = call(f"{url}/v1/queries/payments/fraud-filter?weight=2.5", "PUT", manifest)
     assert code == 200 and body["phase"] == "Running"
+    assert host.queries["payments/fraud-filter"].spec.weight == 2.5  # the tenant's quota weight
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and call(f"{url}/v1/queries/payments/fraud-filter", "GET")[1]["batches"] < 3:
         time.sleep(0.5)
@@ -82,6 +83,9 @@ def test_refuses_without_token_and_bad_input_with_a_sentence(api: tuple[str, Que
     code, body = call(f"{url}/v1/queries/other/fraud-filter", "PUT", manifest)
     assert code == 400 and "make them agree" in body["error"]
     assert call(f"{url}/v1/queries/payments/fraud-filter", "PUT", b"{nope")[0] == 400
+    for weight in ("abc", "0", "-2", "nan"):
+        code, body = call(f"{url}/v1/queries/payments/fraud-filter?weight={weight}", "PUT", manifest)
+        assert code == 400 and body["error"].startswith("weight must be a number above zero")
     assert call(f"{url}/v1/queries/x/y", "DELETE")[0] == 404
     code, body = call(f"{url}/v1/executors", "PUT", {"target": 3})
     assert code == 409 and "cluster manager" in body["error"]  # local[*] has no executors to request

@@ -124,7 +124,7 @@ def test_batches_run_in_the_band_the_scheduler_chose(spark: Any, host_factory: A
     base = spark.sparkContext.uiWebUrl
     app = spark.sparkContext.applicationId
     stages = json.loads(urllib.request.urlopen(f"{base}/api/v1/applications/{app}/stages", timeout=10).read())
-    seen = 0
+    seen = set()
     for stage in stages:
         match = re.search(r"sluice (\S+) batch (\d+)", stage.get("description") or "")
         if not match:
@@ -133,8 +133,9 @@ def test_batches_run_in_the_band_the_scheduler_chose(spark: Any, host_factory: A
         if hosted is None or int(match.group(2)) not in hosted.band_log:
             continue
         assert stage["schedulingPool"] == hosted.band_log[int(match.group(2))]
-        seen += 1
-    assert seen >= 6, "Spark's status API shows the stages of every batch in its granted pool"
+        seen.add((match.group(1), int(match.group(2))))
+    # Spark's status API shows the stages of every batch in its granted pool
+    assert seen == {("pay/urgent", b) for b in urgent.band_log} | {("ana/bulk", b) for b in bulk.band_log}
     # the stage poller attributes the same stages' task metrics to the queries
     wait_for(lambda: urgent.stages and bulk.stages, 15, "stage metrics per query")
     assert all(seconds >= 0 for seconds in urgent.stages.values())
@@ -374,3 +375,33 @@ def test_without_a_trigger_the_interval_comes_from_the_sla_and_adapts_to_measure
     write_rows(data, "last.json", [{"id": 999, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}])
     wait_for(lambda: len(hosted.memory) == 81, 30, "every row after the restart")
     assert sorted(r["id"] for r in hosted.memory) == [*range(80), 999]
+
+
+def test_spark_pool_internals_the_runtime_relies_on(spark: Any) -> None:
+    """`sluice.runtime.spark_pools` reaches into Spark's task scheduler: fail loudly if an upgrade moves it."""
+    from sluice.runtime.spark_pools import ensure_pool, pool_weight
+
+    assert ensure_pool(spark, "internals_w7", 7, fair_inside=True) is True
+    assert ensure_pool(spark, "internals_w7", 7) is False  # already there: kept as it is
+    assert pool_weight(spark, "internals_w7") == 7
+    root = spark.sparkContext._jsc.sc().taskScheduler().rootPool()
+    assert str(root.getSchedulableByName("internals_w7").schedulingMode()) == "FAIR"
+    assert pool_weight(spark, "band0") == 128  # the allocation file's ladder is read the same way
+    assert pool_weight(spark, "no-such-pool") is None
+
+
+def test_under_fair_a_tenant_runs_in_its_own_pool_at_its_quota_weight(spark: Any, host_factory: Any,
+                                                                        tmp_path: Path) -> None:
+    from sluice.runtime.policy import mode_of
+    from sluice.runtime.spark_pools import pool_weight
+
+    data = tmp_path / "in"
+    host = host_factory(None, fixed_pool=mode_of("fair").fixed_pool)
+    hosted = host.add(query("weighted", "gold", files_source(data), [{"filter": "amount > 0"}]), weight=2.5)
+    write_rows(data, "a.json", [{"id": 1, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}])
+    wait_for(lambda: len(hosted.memory) == 1, what="the row")
+    assert pool_weight(spark, "tenant_gold_w250") == 250  # made before its first batch, at the tenant's weight
+    base, app = spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId
+    stages = json.loads(urllib.request.urlopen(f"{base}/api/v1/applications/{app}/stages", timeout=10).read())
+    pools = {s["schedulingPool"] for s in stages if "sluice gold/weighted batch" in (s.get("description") or "")}
+    assert pools == {"tenant_gold_w250"}
