@@ -19,6 +19,8 @@ from sluice.api.constants import (
 )
 from sluice.api.pool import StreamingPool
 
+from . import settings
+
 RUNTIME_URL_ANNOTATION = "sluice.dev/runtime-url"
 """Overrides where the operator reaches the pool's runtime (default: its in-cluster Service)."""
 
@@ -29,6 +31,16 @@ def base_name(pool: str) -> str:
 
 def labels(pool: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": "sluice-runtime", "app.kubernetes.io/managed-by": "sluice", "sluice.dev/pool": pool}
+
+
+def image_of(model: StreamingPool) -> str:
+    """The pool's image: its spec.image, else the operator's runtime image."""
+    return model.spec.image or settings.current().runtime_image
+
+
+def executor_selector(pool: str) -> str:
+    """The label selector of a pool's executor pods (Spark labels them spark-role=executor)."""
+    return f"sluice.dev/pool={pool},spark-role=executor"
 
 
 def owner_reference(pool: dict[str, Any]) -> dict[str, Any]:
@@ -77,7 +89,7 @@ def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
         "spark.driver.port": str(DRIVER_PORT),
         "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
         "spark.kubernetes.namespace": namespace,
-        "spark.kubernetes.container.image": model.spec.image,
+        "spark.kubernetes.container.image": image_of(model),
         "spark.kubernetes.authenticate.driver.serviceAccountName": name,
         "spark.kubernetes.executor.podTemplateFile": "/etc/sluice/executor-pod.yaml",
         "spark.kubernetes.executor.label.sluice.dev/pool": model.metadata.name,
@@ -111,7 +123,7 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
                     "securityContext": {"runAsNonRoot": True, "runAsUser": 185, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [
                         {
-                            "name": "runtime", "image": model.spec.image, "args": runtime_args,
+                            "name": "runtime", "image": image_of(model), "args": runtime_args,
                             "ports": [{"name": "control", "containerPort": CONTROL_PORT},
                                       {"name": "driver", "containerPort": DRIVER_PORT},
                                       {"name": "blockmanager", "containerPort": BLOCK_MANAGER_PORT},
@@ -125,7 +137,7 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
                             "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                         },
                         {
-                            "name": "scheduler", "image": model.spec.image,
+                            "name": "scheduler", "image": image_of(model),
                             "args": ["python", "-m", "sluice.scheduler", "--host", "127.0.0.1", "--port", str(SCHEDULER_PORT),
                                      "--policy", model.spec.policy,
                                      "--capacity", str(capacity)],

@@ -10,6 +10,7 @@
   SLUICE_POOL_SYNC_INTERVAL   seconds between a pool's syncs (and DS2 decisions)
   SLUICE_DS2_UTILIZATION      DS2's target busy share of the cores, in (0, 1]
   SLUICE_DS2_COOLDOWN         seconds after a change before a pool may shrink
+  SLUICE_RUNTIME_IMAGE        the image of pools without spec.image
   KUBECONFIG                  outside a pod: the kubeconfig to use
 
 `current()` parses the environment the first time it is asked; a bad value raises
@@ -24,7 +25,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from sluice.api.constants import OPERATOR_HEALTH_PORT, OPERATOR_METRICS_PORT
+from sluice.api.constants import OPERATOR_HEALTH_PORT, OPERATOR_METRICS_PORT, RUNTIME_IMAGE
 
 
 class SettingsError(ValueError):
@@ -44,6 +45,7 @@ class Settings:
     ds2_utilization: float = 0.7
     ds2_cooldown: float = 120.0
     kubeconfig: str | None = None
+    runtime_image: str = RUNTIME_IMAGE
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -82,6 +84,7 @@ class Settings:
             ds2_cooldown=number("SLUICE_DS2_COOLDOWN", _DEFAULT.ds2_cooldown, lambda v: 0 <= v < math.inf,
                                 "a number of seconds, 0 or more, such as 120"),
             kubeconfig=env.get("KUBECONFIG") or None,
+            runtime_image=env.get("SLUICE_RUNTIME_IMAGE") or RUNTIME_IMAGE,
         )
 
     @property

@@ -184,3 +184,12 @@ def test_installed_cli_never_prints_a_traceback(tmp_path: Path) -> None:
     assert len(lines) == 2, proc.stderr
     assert "cannot be read" in lines[0] and "spec" in lines[1]
     assert "Traceback" not in proc.stderr
+
+
+def test_the_demo_finds_its_manifests_from_any_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sluice.cli import demo_manifests
+
+    monkeypatch.chdir(tmp_path)  # not the repository: the demo's manifests come with the package
+    found = [p.name for p in demo_manifests(None)]
+    assert found == ["bulk-aggregation.yaml", "latency-critical.yaml"]
+    assert demo_manifests(str(tmp_path)) == []  # an explicit folder is taken as given
