@@ -42,6 +42,13 @@ class TenantRoles(_Values):
     """Every signed-in user may read StreamingPools."""
 
 
+class Peering(_Values):
+    enabled: bool = False
+    """One replica acts, the others stand by (kopf peering)."""
+    lifetimeSeconds: int = Field(default=60, ge=5, le=3600)
+    """A standby takes over once the active replica's record is this old."""
+
+
 class Autoscaler(_Values):
     utilization: float = Field(default=0.7, gt=0, le=1)
     """DS2 sizes executors so measured demand fills this share of their cores."""
@@ -80,7 +87,8 @@ class ChartValues(_Values):
 
     image: Image = Field(default_factory=Image)
     replicas: int = Field(default=1, ge=0)
-    """Operator replicas: keep 1 (no standby through kopf peering yet, so every replica would act)."""
+    """Operator replicas; above 1, enable `peering`."""
+    peering: Peering = Field(default_factory=Peering)
     podDisruptionBudget: Pdb = Field(default_factory=Pdb)
     imagePullSecrets: list[PullSecret] = Field(default_factory=list)
     nameOverride: str = ""

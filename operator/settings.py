@@ -5,6 +5,10 @@
   SLUICE_METRICS_PORT         the operator's /metrics and /healthz (readiness); -1: none
   SLUICE_HEALTH_PORT          kopf's liveness endpoint /healthz (fails when the operator does); -1: none
   SLUICE_PEERING              true: several replicas, one active (kopf peering)
+  SLUICE_PEERING_NAME         the ClusterKopfPeering the replicas share (default sluice.dev)
+  SLUICE_PEERING_PRIORITY     this replica's peering priority (default: from its host name, so
+                              replicas differ: kopf freezes every peer of equal priority)
+  SLUICE_PEERING_LIFETIME     seconds a silent peer counts as alive (a standby takes over after it)
   SLUICE_LOG_LEVEL            debug, info, warning, error
   SLUICE_STATUS_INTERVAL      seconds between a query's status syncs
   SLUICE_POOL_SYNC_INTERVAL   seconds between a pool's syncs (and DS2 decisions)
@@ -22,6 +26,8 @@ from __future__ import annotations
 import logging
 import math
 import os
+import socket
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -46,6 +52,9 @@ class Settings:
     ds2_cooldown: float = 120.0
     kubeconfig: str | None = None
     runtime_image: str = RUNTIME_IMAGE
+    peering_name: str = "sluice.dev"
+    peering_priority: int = 0
+    peering_lifetime: int = 60
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -85,11 +94,22 @@ class Settings:
                                 "a number of seconds, 0 or more, such as 120"),
             kubeconfig=env.get("KUBECONFIG") or None,
             runtime_image=env.get("SLUICE_RUNTIME_IMAGE") or RUNTIME_IMAGE,
+            peering_name=env.get("SLUICE_PEERING_NAME") or _DEFAULT.peering_name,
+            peering_priority=int(number("SLUICE_PEERING_PRIORITY", peering_priority(env.get("HOSTNAME") or socket.gethostname()),
+                                        lambda v: v == int(v) and 0 <= v < 2**31, "a whole number from 0 to 2147483647")),
+            peering_lifetime=int(number("SLUICE_PEERING_LIFETIME", _DEFAULT.peering_lifetime,
+                                        lambda v: v == int(v) and 5 <= v <= 3600, "whole seconds from 5 to 3600, such as 60")),
         )
 
     @property
     def logging_level(self) -> int:
         return int(getattr(logging, self.log_level))
+
+
+def peering_priority(hostname: str) -> int:
+    """A replica's kopf peering priority from its pod's host name: distinct replicas get distinct
+    priorities (almost surely; 1 in a million collide), so exactly one acts and the others stand by."""
+    return zlib.crc32(hostname.encode()) % 1_000_000 + 1
 
 
 _DEFAULT = Settings()
