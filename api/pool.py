@@ -63,6 +63,8 @@ class StreamingPoolSpec(Model):
     image: str | None = Field(default=None, min_length=1)
     """Container image of the runtime (Spark driver + executors) and scheduler sidecar; omitted:
     the operator's runtime image (the chart's `runtimeImage`)."""
+    imagePullSecrets: list[DnsName] = Field(default_factory=list, max_length=16)
+    """Secrets (in the operator's namespace) for pulling the image, for the driver and executors."""
     executor: ExecutorShape = Field(default_factory=ExecutorShape)
     """Executor pod shape."""
     driver: DriverShape = Field(default_factory=DriverShape)

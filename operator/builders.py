@@ -62,11 +62,16 @@ def _meta(name: str, namespace: str, pool: dict[str, Any]) -> dict[str, Any]:
             "ownerReferences": [owner_reference(pool)]}
 
 
+def pull_secrets(model: StreamingPool) -> list[dict[str, str]]:
+    return [{"name": secret} for secret in model.spec.imagePullSecrets]
+
+
 def executor_pod_template(model: StreamingPool) -> dict[str, Any]:
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"labels": {**labels(model.metadata.name), "sluice.dev/role": "executor"}},
         "spec": {
+            **({"imagePullSecrets": pull_secrets(model)} if model.spec.imagePullSecrets else {}),
             "securityContext": {"runAsNonRoot": True, "runAsUser": 185, "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [{
                 "name": "spark-kubernetes-executor",
@@ -98,6 +103,8 @@ def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
         "spark.executor.instances": str(initial),
         "spark.dynamicAllocation.enabled": "false",
         "spark.scheduler.mode": "FAIR" if model.spec.policy != "fifo" else "FIFO",
+        **({"spark.kubernetes.container.image.pullSecrets": ",".join(model.spec.imagePullSecrets)}
+           if model.spec.imagePullSecrets else {}),
     }
 
 
@@ -120,6 +127,7 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
                 "metadata": {"labels": {**sel, "sluice.dev/role": "driver"}},
                 "spec": {
                     "serviceAccountName": name,
+                    **({"imagePullSecrets": pull_secrets(model)} if model.spec.imagePullSecrets else {}),
                     "securityContext": {"runAsNonRoot": True, "runAsUser": 185, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [
                         {
