@@ -193,3 +193,18 @@ def test_the_demo_finds_its_manifests_from_any_folder(tmp_path: Path, monkeypatc
     found = [p.name for p in demo_manifests(None)]
     assert found == ["bulk-aggregation.yaml", "latency-critical.yaml"]
     assert demo_manifests(str(tmp_path)) == []  # an explicit folder is taken as given
+
+
+def test_real_time_mode_is_refused_where_spark_cannot_run_it() -> None:
+    from sluice.api.manifest import ManifestErrors, load_query
+
+    kafka = yaml.safe_load((ROOT / "examples" / "kafka-clicks.yaml").read_text())
+    kafka["spec"]["execution"] = "realTime"
+    assert load_query(kafka).spec.execution == "realTime"  # stateless, Kafka to Kafka: accepted
+    rate = yaml.safe_load((ROOT / "examples" / "fraud-filter.yaml").read_text())
+    rate["spec"]["execution"] = "realTime"
+    with pytest.raises(ManifestErrors) as refused:
+        load_query(rate)
+    (error,) = refused.value.errors
+    assert "execution is realTime but the source is rate" in str(error) and "use microBatch or auto" in str(error)
+    assert load_query(yaml.safe_load((ROOT / "examples" / "fraud-filter.yaml").read_text())).spec.execution == "auto"
