@@ -61,6 +61,8 @@ class LatencyStatus(Model):
     """Median latency in milliseconds."""
     p99Ms: float | None = None
     """99th percentile latency in milliseconds."""
+    p99: str = ""
+    """The p99 with its unit, for `kubectl get` (e.g. 812ms, 1.5s)."""
 
 
 class ExecutorsStatus(Model):
@@ -100,6 +102,8 @@ class CommonStatus(Model):
     """Observed end-to-end latency."""
     slaAttainment: float | None = Field(default=None, ge=0, le=1)
     """Share of batches committed within the latency target (0..1)."""
+    attainment: str = ""
+    """slaAttainment as a percentage, for `kubectl get` (e.g. 97.5%)."""
     inputRate: float | None = None
     """Rows per second arriving."""
     processingRate: float | None = None

@@ -36,3 +36,8 @@ OPERATOR_HEALTH_PORT: Final = 8081
 """kopf's liveness endpoint in the operator (the chart's liveness probe)."""
 DRIVER_PORT: Final = 7078
 BLOCK_MANAGER_PORT: Final = 7079
+
+RUNTIME_IMAGE = "ghcr.io/sluice-dev/sluice-runtime:0.1.0"
+"""The runtime image a pool without `spec.image` uses unless the operator is told another
+(`SLUICE_RUNTIME_IMAGE`, the chart's `runtimeImage`). Nothing publishes it: build it from
+`images/runtime.Dockerfile` and push it where the cluster pulls from."""

@@ -4,7 +4,9 @@ Pydantic's JSON Schema is turned into a Kubernetes *structural* OpenAPI v3 schem
 inlined, `Optional[X]` becomes `X`, a tagged union becomes one object holding every variant's
 properties (the tag an enum) plus CEL rules for each variant's required fields, JSON-Schema
 `exclusiveMinimum: n` becomes OpenAPI 3.0's `minimum: n, exclusiveMinimum: true`, and field
-docstrings become descriptions.
+docstrings become descriptions. A spec field's pydantic default becomes its schema `default:`,
+so `kubectl get -o yaml` shows what will run; variants of a union carry none (the apiserver would
+default one variant's fields into another's), nor does status.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema
 
 from .constants import GROUP, POOLS, QUERIES, VERSION
 from .pool import StreamingPoolSpec, StreamingPoolStatus
 from .query import StreamingQuerySpec, StreamingQueryStatus
+from .units import Duration, Memory
 
 Schema = dict[str, Any]
 
@@ -37,8 +41,9 @@ def _resolve(schema: Schema, defs: dict[str, Schema]) -> Schema:
     return schema
 
 
-def structural(schema: Schema, defs: dict[str, Schema]) -> Schema:
-    """Convert one pydantic JSON-Schema node into a structural OpenAPI v3 node."""
+def structural(schema: Schema, defs: dict[str, Schema], defaults: bool = False) -> Schema:
+    """Convert one pydantic JSON-Schema node into a structural OpenAPI v3 node (with its
+    `default:`s when `defaults`)."""
     schema = _resolve(schema, defs)
     description = schema.get("description")
 
@@ -46,7 +51,9 @@ def structural(schema: Schema, defs: dict[str, Schema]) -> Schema:
     if variants:
         non_null = [v for v in variants if v.get("type") != "null"]
         if len(non_null) == 1:
-            inner = structural(non_null[0], defs)
+            inner = structural(non_null[0], defs, defaults)
+            if defaults and schema.get("default") is not None:
+                inner["default"] = schema["default"]
         else:
             inner = _merge_union(non_null, schema.get("discriminator"), defs)
         if description:
@@ -56,19 +63,22 @@ def structural(schema: Schema, defs: dict[str, Schema]) -> Schema:
     out: Schema = {}
     for key, value in schema.items():
         if key == "properties":
-            out["properties"] = {name: structural(sub, defs) for name, sub in value.items()}
+            out["properties"] = {name: structural(sub, defs, defaults) for name, sub in value.items()}
         elif key == "items":
-            out["items"] = structural(value, defs)
+            out["items"] = structural(value, defs, defaults)
         elif key == "additionalProperties":
             if isinstance(value, dict):
-                out["additionalProperties"] = structural(value, defs)
+                out["additionalProperties"] = structural(value, defs, defaults)
         elif key == "patternProperties":
             # structural schemas have no patternProperties: a map of values, keys checked by CEL
             ((pattern, sub),) = value.items()
-            out["additionalProperties"] = structural(sub, defs)
+            out["additionalProperties"] = structural(sub, defs, defaults)
             out["x-kubernetes-validations"] = [
                 {"rule": f"self.all(k, k.matches('{pattern}'))", "message": f"keys must match {pattern}"}
             ]
+        elif key == "default":
+            if defaults and value is not None:
+                out["default"] = value
         elif key == "exclusiveMinimum":
             out["minimum"] = value
             out["exclusiveMinimum"] = True
@@ -111,23 +121,30 @@ def _merge_union(variants: list[Schema], discriminator: Any, defs: dict[str, Sch
     return merged
 
 
-def object_schema(model: type[BaseModel]) -> Schema:
-    full = model.model_json_schema(mode="validation", by_alias=True)
+class _Generator(GenerateJsonSchema):
+    def encode_default(self, dft: Any) -> Any:
+        """Durations and sizes default to their text, as manifests write them ('1Gi', '0s')."""
+        return dft.text if isinstance(dft, Duration | Memory) else super().encode_default(dft)
+
+
+def object_schema(model: type[BaseModel], defaults: bool = False) -> Schema:
+    full = model.model_json_schema(mode="validation", by_alias=True, schema_generator=_Generator)
     defs = full.pop("$defs", {})
-    return structural(full, defs)
+    return structural(full, defs, defaults)
 
 
 def _crd(
     *, kind: str, plural: str, short: str, scope: str, spec: type[BaseModel], status: type[BaseModel],
     description: str, columns: list[dict[str, Any]], scale: bool,
 ) -> dict[str, Any]:
-    spec_schema = object_schema(spec)
+    spec_schema = object_schema(spec, defaults=True)
     status_schema = object_schema(status)
     subresources: dict[str, Any] = {"status": {}}
     if scale:
         subresources["scale"] = {
             "specReplicasPath": ".spec.executors",
             "statusReplicasPath": ".status.executors.current",
+            "labelSelectorPath": ".status.selector",
         }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -170,8 +187,9 @@ def _crd(
 def _status_columns() -> list[dict[str, Any]]:
     """The printer columns both resources end with."""
     return [
-        {"name": "P99", "type": "number", "jsonPath": ".status.latency.p99Ms", "description": "p99 latency in ms"},
-        {"name": "Attainment", "type": "number", "jsonPath": ".status.slaAttainment"},
+        {"name": "P99", "type": "string", "jsonPath": ".status.latency.p99", "description": "p99 latency"},
+        {"name": "Attainment", "type": "string", "jsonPath": ".status.attainment",
+         "description": "share of rows within the latency target"},
         {"name": "Executors", "type": "integer", "jsonPath": ".status.executors.current"},
         {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

@@ -60,8 +60,11 @@ class StreamingPoolSpec(Model):
         }
     }
 
-    image: str = Field(default="ghcr.io/sluice-dev/sluice-runtime:0.1.0", min_length=1)
-    """Container image of the runtime (Spark driver + executors) and scheduler sidecar."""
+    image: str | None = Field(default=None, min_length=1)
+    """Container image of the runtime (Spark driver + executors) and scheduler sidecar; omitted:
+    the operator's runtime image (the chart's `runtimeImage`)."""
+    imagePullSecrets: list[DnsName] = Field(default_factory=list, max_length=16)
+    """Secrets (in the operator's namespace) for pulling the image, for the driver and executors."""
     executor: ExecutorShape = Field(default_factory=ExecutorShape)
     """Executor pod shape."""
     driver: DriverShape = Field(default_factory=DriverShape)
@@ -106,6 +109,8 @@ class StreamingPoolStatus(CommonStatus):
     """Queries hosted now."""
     policy: str = ""
     """Policy in force."""
+    selector: str = ""
+    """Label selector of the pool's executor pods (the scale subresource's, for HPA and KEDA)."""
 
 
 class StreamingPool(Model):

@@ -288,8 +288,37 @@ class Resources(Model):
     """Expected cores needed at the expected rate."""
 
 
+Execution = Literal["auto", "microBatch", "realTime"]
+REALTIME_STEPS = ("filter", "select", "withColumn")
+"""Pipeline steps Spark's Real-time Mode runs (stateless); the others need micro-batches."""
+
+
+def realtime_problem(source: str, sink: str, steps: list[str]) -> str | None:
+    """Why Spark's Real-time Mode cannot run this query (None: it can)."""
+    if source != "kafka":
+        return f"the source is {source}, and Real-time Mode reads Kafka only"
+    if sink != "kafka":
+        return f"the sink is {sink}, and Real-time Mode writes Kafka only here"
+    stateful = sorted({s for s in steps if s not in REALTIME_STEPS})
+    if stateful:
+        return f"the pipeline has {', '.join(stateful)} steps, and Real-time Mode runs stateless pipelines only"
+    return None
+
+
 class StreamingQuerySpec(Model):
     """What to run and how fast it must be."""
+
+    model_config = Model.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                {"rule": "!has(self.execution) || self.execution != 'realTime' || (self.source.type == 'kafka' && "
+                         "self.sink.type == 'kafka' && self.pipeline.all(s, " + " && ".join(
+                             f"!has(s.{k})" for k in ("watermark", "window", "groupBy", "aggregate")) + "))",
+                 "message": "execution realTime needs a Kafka source, a Kafka sink and a stateless pipeline "
+                            "(filter, select, withColumn); use microBatch or auto"},
+            ]
+        }
+    }
 
     pool: DnsName
     """Name of the StreamingPool to run on."""
@@ -308,10 +337,18 @@ class StreamingQuerySpec(Model):
     """Sizing hints."""
     suspend: bool = False
     """Stop the query (its checkpoint is kept) until set back to false."""
+    execution: Execution = "auto"
+    """microBatch, realTime (Spark's Real-time Mode: a stateless Kafka-to-Kafka query, rows
+    processed as they arrive), or auto: Real-time Mode when the query can run in it and its SLA
+    is below what micro-batches can keep, else micro-batches."""
 
     @model_validator(mode="after")
     def _pipeline_is_coherent(self) -> StreamingQuerySpec:
         check_pipeline(self.pipeline)
+        if self.execution == "realTime":
+            problem = realtime_problem(self.source.type, self.sink.type, [s.kind for s in self.pipeline])
+            if problem is not None:
+                raise ValueError(f"execution is realTime but {problem}; use microBatch or auto")
         return self
 
     @property

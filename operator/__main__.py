@@ -24,7 +24,8 @@ def main() -> None:
     assert handlers.HANDLERS  # the handlers register on import
     watch = list(config.watch_namespaces)
     liveness = f"http://0.0.0.0:{config.health_port}/healthz" if config.health_port >= 0 else None
-    kopf.run(clusterwide=not watch, namespaces=watch, standalone=not config.peering, liveness_endpoint=liveness)
+    kopf.run(clusterwide=not watch, namespaces=watch, standalone=not config.peering, liveness_endpoint=liveness,
+             peering_name=config.peering_name if config.peering else None, priority=config.peering_priority)
 
 
 if __name__ == "__main__":

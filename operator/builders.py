@@ -19,6 +19,8 @@ from sluice.api.constants import (
 )
 from sluice.api.pool import StreamingPool
 
+from . import settings
+
 RUNTIME_URL_ANNOTATION = "sluice.dev/runtime-url"
 """Overrides where the operator reaches the pool's runtime (default: its in-cluster Service)."""
 
@@ -29,6 +31,16 @@ def base_name(pool: str) -> str:
 
 def labels(pool: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": "sluice-runtime", "app.kubernetes.io/managed-by": "sluice", "sluice.dev/pool": pool}
+
+
+def image_of(model: StreamingPool) -> str:
+    """The pool's image: its spec.image, else the operator's runtime image."""
+    return model.spec.image or settings.current().runtime_image
+
+
+def executor_selector(pool: str) -> str:
+    """The label selector of a pool's executor pods (Spark labels them spark-role=executor)."""
+    return f"sluice.dev/pool={pool},spark-role=executor"
 
 
 def owner_reference(pool: dict[str, Any]) -> dict[str, Any]:
@@ -50,11 +62,16 @@ def _meta(name: str, namespace: str, pool: dict[str, Any]) -> dict[str, Any]:
             "ownerReferences": [owner_reference(pool)]}
 
 
+def pull_secrets(model: StreamingPool) -> list[dict[str, str]]:
+    return [{"name": secret} for secret in model.spec.imagePullSecrets]
+
+
 def executor_pod_template(model: StreamingPool) -> dict[str, Any]:
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"labels": {**labels(model.metadata.name), "sluice.dev/role": "executor"}},
         "spec": {
+            **({"imagePullSecrets": pull_secrets(model)} if model.spec.imagePullSecrets else {}),
             "securityContext": {"runAsNonRoot": True, "runAsUser": 185, "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [{
                 "name": "spark-kubernetes-executor",
@@ -77,7 +94,7 @@ def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
         "spark.driver.port": str(DRIVER_PORT),
         "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
         "spark.kubernetes.namespace": namespace,
-        "spark.kubernetes.container.image": model.spec.image,
+        "spark.kubernetes.container.image": image_of(model),
         "spark.kubernetes.authenticate.driver.serviceAccountName": name,
         "spark.kubernetes.executor.podTemplateFile": "/etc/sluice/executor-pod.yaml",
         "spark.kubernetes.executor.label.sluice.dev/pool": model.metadata.name,
@@ -86,6 +103,8 @@ def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
         "spark.executor.instances": str(initial),
         "spark.dynamicAllocation.enabled": "false",
         "spark.scheduler.mode": "FAIR" if model.spec.policy != "fifo" else "FIFO",
+        **({"spark.kubernetes.container.image.pullSecrets": ",".join(model.spec.imagePullSecrets)}
+           if model.spec.imagePullSecrets else {}),
     }
 
 
@@ -108,10 +127,11 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
                 "metadata": {"labels": {**sel, "sluice.dev/role": "driver"}},
                 "spec": {
                     "serviceAccountName": name,
+                    **({"imagePullSecrets": pull_secrets(model)} if model.spec.imagePullSecrets else {}),
                     "securityContext": {"runAsNonRoot": True, "runAsUser": 185, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [
                         {
-                            "name": "runtime", "image": model.spec.image, "args": runtime_args,
+                            "name": "runtime", "image": image_of(model), "args": runtime_args,
                             "ports": [{"name": "control", "containerPort": CONTROL_PORT},
                                       {"name": "driver", "containerPort": DRIVER_PORT},
                                       {"name": "blockmanager", "containerPort": BLOCK_MANAGER_PORT},
@@ -125,7 +145,7 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
                             "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                         },
                         {
-                            "name": "scheduler", "image": model.spec.image,
+                            "name": "scheduler", "image": image_of(model),
                             "args": ["python", "-m", "sluice.scheduler", "--host", "127.0.0.1", "--port", str(SCHEDULER_PORT),
                                      "--policy", model.spec.policy,
                                      "--capacity", str(capacity)],

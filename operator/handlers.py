@@ -35,8 +35,13 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = f"{GROUP}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP, key="last-handled-configuration")
-    settings.peering.name = GROUP
+    settings.peering.name = config.peering_name
     settings.peering.standalone = not config.peering
+    if config.peering:  # one replica acts, the rest stand by until its record goes stale
+        settings.peering.mandatory = True
+        settings.peering.clusterwide = True  # one ClusterKopfPeering per release, whatever it watches
+        settings.peering.priority = config.peering_priority
+        settings.peering.lifetime = config.peering_lifetime
     settings.posting.level = logging.INFO
     settings.watching.server_timeout = 120
     if config.metrics_port >= 0:

@@ -23,7 +23,7 @@ from sluice.api.runtime import QueryStatus
 
 from . import kube, metrics, scaling, settings
 from .admission import is_admitted, set_condition
-from .builders import pool_objects, runtime_url
+from .builders import executor_selector, pool_objects, runtime_url
 from .runtime_client import RuntimeClient, RuntimeRefused, RuntimeUnreachable, healthy
 from .timefmt import now_rfc3339
 
@@ -69,6 +69,7 @@ async def reconcile_pool(body: kopf.Body, name: str, meta: kopf.Meta, patch: kop
         patch.status["conditions"] = conditions
         patch.status["observedGeneration"] = meta.get("generation")
         patch.status["policy"] = model.spec.policy
+        patch.status["selector"] = executor_selector(name)
         if up:
             conditions = await _scale(body, name, model, RuntimeClient(url, token), conditions, meta.get("generation"), patch)
         patch.status["conditions"] = conditions

@@ -19,6 +19,7 @@ from sluice.api.query import StreamingQuery
 from . import kube, metrics, settings
 from .admission import Admission, admit, is_admitted, set_condition
 from .builders import runtime_url
+from .display import latency_text, percent_text
 from .pools import pool_model, pool_runtime
 from .runtime_client import RuntimeClient, RuntimeRefused, RuntimeUnreachable
 from .timefmt import now_rfc3339
@@ -161,9 +162,10 @@ async def sync_query(body: kopf.Body, name: str, namespace: str | None, meta: ko
     if overloaded and overload and not status.message:
         patch.status["message"] = f"pool '{pool_name}' is overloaded: {overload['message']}"
     if status.p50_ms is not None and status.p99_ms is not None:
-        patch.status["latency"] = {"p50Ms": status.p50_ms, "p99Ms": status.p99_ms}
+        patch.status["latency"] = {"p50Ms": status.p50_ms, "p99Ms": status.p99_ms, "p99": latency_text(status.p99_ms)}
     if status.attainment is not None:
         patch.status["slaAttainment"] = round(status.attainment, 4)
+        patch.status["attainment"] = percent_text(status.attainment)
         metrics.attainment(namespace, name, status.attainment)
     patch.status["inputRate"] = round(status.input_rate, 2)
     patch.status["processingRate"] = round(status.processing_rate, 2)

@@ -5,11 +5,16 @@
   SLUICE_METRICS_PORT         the operator's /metrics and /healthz (readiness); -1: none
   SLUICE_HEALTH_PORT          kopf's liveness endpoint /healthz (fails when the operator does); -1: none
   SLUICE_PEERING              true: several replicas, one active (kopf peering)
+  SLUICE_PEERING_NAME         the ClusterKopfPeering the replicas share (default sluice.dev)
+  SLUICE_PEERING_PRIORITY     this replica's peering priority (default: from its host name, so
+                              replicas differ: kopf freezes every peer of equal priority)
+  SLUICE_PEERING_LIFETIME     seconds a silent peer counts as alive (a standby takes over after it)
   SLUICE_LOG_LEVEL            debug, info, warning, error
   SLUICE_STATUS_INTERVAL      seconds between a query's status syncs
   SLUICE_POOL_SYNC_INTERVAL   seconds between a pool's syncs (and DS2 decisions)
   SLUICE_DS2_UTILIZATION      DS2's target busy share of the cores, in (0, 1]
   SLUICE_DS2_COOLDOWN         seconds after a change before a pool may shrink
+  SLUICE_RUNTIME_IMAGE        the image of pools without spec.image
   KUBECONFIG                  outside a pod: the kubeconfig to use
 
 `current()` parses the environment the first time it is asked; a bad value raises
@@ -21,10 +26,12 @@ from __future__ import annotations
 import logging
 import math
 import os
+import socket
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from sluice.api.constants import OPERATOR_HEALTH_PORT, OPERATOR_METRICS_PORT
+from sluice.api.constants import OPERATOR_HEALTH_PORT, OPERATOR_METRICS_PORT, RUNTIME_IMAGE
 
 
 class SettingsError(ValueError):
@@ -44,6 +51,10 @@ class Settings:
     ds2_utilization: float = 0.7
     ds2_cooldown: float = 120.0
     kubeconfig: str | None = None
+    runtime_image: str = RUNTIME_IMAGE
+    peering_name: str = "sluice.dev"
+    peering_priority: int = 0
+    peering_lifetime: int = 60
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -82,11 +93,23 @@ class Settings:
             ds2_cooldown=number("SLUICE_DS2_COOLDOWN", _DEFAULT.ds2_cooldown, lambda v: 0 <= v < math.inf,
                                 "a number of seconds, 0 or more, such as 120"),
             kubeconfig=env.get("KUBECONFIG") or None,
+            runtime_image=env.get("SLUICE_RUNTIME_IMAGE") or RUNTIME_IMAGE,
+            peering_name=env.get("SLUICE_PEERING_NAME") or _DEFAULT.peering_name,
+            peering_priority=int(number("SLUICE_PEERING_PRIORITY", peering_priority(env.get("HOSTNAME") or socket.gethostname()),
+                                        lambda v: v == int(v) and 0 <= v < 2**31, "a whole number from 0 to 2147483647")),
+            peering_lifetime=int(number("SLUICE_PEERING_LIFETIME", _DEFAULT.peering_lifetime,
+                                        lambda v: v == int(v) and 5 <= v <= 3600, "whole seconds from 5 to 3600, such as 60")),
         )
 
     @property
     def logging_level(self) -> int:
         return int(getattr(logging, self.log_level))
+
+
+def peering_priority(hostname: str) -> int:
+    """A replica's kopf peering priority from its pod's host name: distinct replicas get distinct
+    priorities (almost surely; 1 in a million collide), so exactly one acts and the others stand by."""
+    return zlib.crc32(hostname.encode()) % 1_000_000 + 1
 
 
 _DEFAULT = Settings()

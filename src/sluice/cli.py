@@ -62,6 +62,14 @@ def crds() -> None:
     click.echo(crds_yaml(), nl=False)
 
 
+@main.command("values-schema")
+def values_schema() -> None:
+    """Print the chart's values.schema.json, generated from its values model."""
+    from sluice.api.chart_values import values_schema_json
+
+    click.echo(values_schema_json(), nl=False)
+
+
 def _load_queries(files: tuple[str, ...]) -> tuple[list[StreamingQuery], StreamingPool | None]:
     """Read manifests; exits 1 with one sentence per error. Returns queries and the pool, if any."""
     queries: list[StreamingQuery] = []
@@ -144,16 +152,16 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, rep
 
 @main.command()
 @click.option("--seconds", type=click.FloatRange(10, 3600), default=45, show_default=True, help="Run time per policy.")
-@click.option("--examples", "folder", default="examples/demo", show_default=True, help="Folder of the demo's manifests.")
+@click.option("--examples", "folder", help="Folder of the demo's manifests (default: the ones installed with Sluice).")
 @click.option("--policies", default="fifo,cameo", show_default=True, help="Policies to compare, in order.")
 @click.option("--report", type=click.Path(dir_okay=False), help="Write both runs' reports as JSON here.")
-def demo(seconds: float, folder: str, policies: str, report: str | None) -> None:
+def demo(seconds: float, folder: str | None, policies: str, report: str | None) -> None:
     """Two tenants on one Spark: a tight-SLA filter beside a heavy windowed aggregation, fifo then cameo."""
     import json
 
     from sluice.runtime import runner
 
-    files = tuple(str(p) for p in sorted(Path(folder).glob("*.yaml")))
+    files = tuple(str(p) for p in demo_manifests(folder))
     if not files:
         click.echo(f"No manifests in '{folder}'; pass --examples with a folder of YAML files.", err=True)
         sys.exit(1)
@@ -177,6 +185,15 @@ def demo(seconds: float, folder: str, policies: str, report: str | None) -> None
     click.echo(demo_table(results, queries))
     if report:
         Path(report).write_text(json.dumps(results, indent=2) + "\n")
+
+
+DEMO = Path(__file__).resolve().parent / "examples" / "demo"
+"""The demo's manifests, installed with the package (src/sluice/examples is the repository's examples/)."""
+
+
+def demo_manifests(folder: str | None) -> list[Path]:
+    """The YAML files of `folder`, or of the installed demo: `sluice demo` works from any folder."""
+    return sorted((Path(folder) if folder else DEMO).glob("*.yaml"))
 
 
 def demo_table(results: dict[str, dict[str, object]], queries: list[StreamingQuery]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -80,3 +81,55 @@ def test_the_liveness_probe_is_kopfs_own(crds_installed: ControlPlane, tmp_path:
         finally:
             proc.terminate()
             proc.wait(30)
+
+
+def test_values_are_checked_against_the_generated_schema(crds_installed: ControlPlane) -> None:
+    bad = crds_installed.helm("lint", "--strict", str(ROOT), "--set", "replicas=two", "--set", "metrics.port=abc",
+                              "--set", "imagee.tag=x", "--set", "autoscaler.utilization=2", check=False)
+    said = bad.stdout + bad.stderr
+    assert bad.returncode != 0
+    for field in ("/replicas", "/metrics/port", "imagee", "/autoscaler/utilization"):
+        assert field in said, field
+    crds_installed.helm("lint", "--strict", str(ROOT), "--set", "replicas=1", "--set", "autoscaler.utilization=0.5",
+                        "--set", "watchNamespaces={team-a,team-b}")
+
+
+def test_tenants_edit_queries_in_their_namespace_and_only_read_pools(crds_installed: ControlPlane) -> None:
+    plane = crds_installed
+    try:
+        plane.helm("install", "tenancy", str(ROOT), "--namespace", "ops-t", "--create-namespace")
+        edit, view = "tenancy-sluice-operator-ops-t-tenant-edit", "tenancy-sluice-operator-ops-t-tenant-view"
+        labels = json.loads(plane.kubectl("get", "clusterrole", edit, "-o", "json").stdout)["metadata"]["labels"]
+        assert labels["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"  # folded into edit and admin
+        assert json.loads(plane.kubectl("get", "clusterrole", view, "-o", "json").stdout)["metadata"]["labels"][
+            "rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+        plane.kubectl("create", "namespace", "team-t", check=False)
+        # kube-controller-manager (which aggregates) does not run here: bind the roles themselves
+        plane.kubectl("create", "rolebinding", "carol-edit", f"--clusterrole={edit}", "--user=carol", "-n", "team-t")
+        plane.kubectl("create", "rolebinding", "dave-view", f"--clusterrole={view}", "--user=dave", "-n", "team-t")
+
+        def can(user: str, *what: str) -> bool:
+            answer = plane.kubectl("auth", "can-i", *what, "--as", user, "--as-group", "system:authenticated", check=False)
+            return answer.stdout.strip() == "yes"
+
+        assert can("carol", "create", "streamingqueries", "-n", "team-t")
+        assert not can("carol", "create", "streamingqueries", "-n", "default")  # only in the bound namespace
+        assert can("carol", "get", "streamingpools") and can("dave", "list", "streamingpools")
+        assert not can("carol", "delete", "streamingpools") and not can("carol", "patch", "streamingpools")
+        assert can("dave", "get", "streamingqueries", "-n", "team-t")
+        assert not can("dave", "create", "streamingqueries", "-n", "team-t")
+    finally:
+        plane.helm("uninstall", "tenancy", "--namespace", "ops-t", check=False)
+
+
+def test_the_apiserver_fills_in_spec_defaults_from_the_models(crds_installed: ControlPlane) -> None:
+    plane = crds_installed
+    plane.kubectl("apply", "-f", "-", input="apiVersion: sluice.dev/v1alpha1\nkind: StreamingPool\n"
+                                             "metadata: {name: defaulted}\nspec: {}\n")
+    try:
+        spec = json.loads(plane.kubectl("get", "sp", "defaulted", "-o", "json").stdout)["spec"]
+        assert spec["policy"] == "cameo" and spec["minExecutors"] == 1 and spec["maxExecutors"] == 4
+        table = plane.kubectl("get", "sp", "defaulted").stdout.splitlines()
+        assert table[0].split()[:2] == ["NAME", "POLICY"] and table[1].split()[:2] == ["defaulted", "cameo"]
+    finally:
+        plane.kubectl("delete", "sp", "defaulted", "--wait=false", check=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -175,7 +176,8 @@ def test_query_is_registered_and_status_is_synced(world: World) -> None:
     assert "sluice.dev/finalizer" in body["metadata"]["finalizers"]
     table = world.plane.kubectl("get", "sq", "-n", "team-a").stdout.splitlines()
     row = next(line.split() for line in table if line.startswith("fast"))
-    assert row[1:3] == ["shared", "2s"] and row[-2] == "Running" and float(row[3]) > 0
+    assert row[1:3] == ["shared", "2s"] and row[-2] == "Running"
+    assert re.fullmatch(r"[0-9.]+m?s", row[3]) and re.fullmatch(r"[0-9.]+%", row[4])  # P99 and attainment with units
     events = world.plane.kubectl("get", "events", "-n", "team-a", "--field-selector", "involvedObject.name=fast").stdout
     assert "Registered" in events
     bottleneck = wait_for(lambda: ((world.get("sq", "fast", "team-a") or {}).get("status") or {}).get("bottleneck"),
@@ -248,6 +250,9 @@ def test_kubectl_scale_reaches_the_runtime_without_restarting_the_driver(world: 
     assert scaled["status"] == "False" and scaled["reason"] == "ExecutorTargetRejected" and "local mode" in scaled["message"]
     assert world.get("sp", "shared")["status"]["executors"]["target"] == 3  # type: ignore[index]
     assert template() == before  # the driver Deployment did not change, so nothing restarted
+    # the scale subresource names the executors' selector (what HPA and KEDA read)
+    scale = json.loads(world.plane.kubectl("get", "--raw", "/apis/sluice.dev/v1alpha1/streamingpools/shared/scale").stdout)
+    assert scale["status"]["selector"] == "sluice.dev/pool=shared,spark-role=executor"
     refused = world.plane.kubectl("scale", "sp", "shared", "--replicas", "9", check=False)
     assert refused.returncode != 0 and "maxExecutors" in refused.stderr
 

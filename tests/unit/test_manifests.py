@@ -184,3 +184,27 @@ def test_installed_cli_never_prints_a_traceback(tmp_path: Path) -> None:
     assert len(lines) == 2, proc.stderr
     assert "cannot be read" in lines[0] and "spec" in lines[1]
     assert "Traceback" not in proc.stderr
+
+
+def test_the_demo_finds_its_manifests_from_any_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sluice.cli import demo_manifests
+
+    monkeypatch.chdir(tmp_path)  # not the repository: the demo's manifests come with the package
+    found = [p.name for p in demo_manifests(None)]
+    assert found == ["bulk-aggregation.yaml", "latency-critical.yaml"]
+    assert demo_manifests(str(tmp_path)) == []  # an explicit folder is taken as given
+
+
+def test_real_time_mode_is_refused_where_spark_cannot_run_it() -> None:
+    from sluice.api.manifest import ManifestErrors, load_query
+
+    kafka = yaml.safe_load((ROOT / "examples" / "kafka-clicks.yaml").read_text())
+    kafka["spec"]["execution"] = "realTime"
+    assert load_query(kafka).spec.execution == "realTime"  # stateless, Kafka to Kafka: accepted
+    rate = yaml.safe_load((ROOT / "examples" / "fraud-filter.yaml").read_text())
+    rate["spec"]["execution"] = "realTime"
+    with pytest.raises(ManifestErrors) as refused:
+        load_query(rate)
+    (error,) = refused.value.errors
+    assert "execution is realTime but the source is rate" in str(error) and "use microBatch or auto" in str(error)
+    assert load_query(yaml.safe_load((ROOT / "examples" / "fraud-filter.yaml").read_text())).spec.execution == "auto"

@@ -1,0 +1,122 @@
+"""The Helm chart's values as a model: `values.schema.json` is generated from it (as crds/ is from
+the resources' models), so `helm install --set replicas=two` fails with the field's name.
+A test keeps the model's defaults equal to values.yaml and the schema file equal to the model."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .common import DnsName
+from .constants import OPERATOR_HEALTH_PORT, OPERATOR_METRICS_PORT, RUNTIME_IMAGE
+
+
+class _Values(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class Image(_Values):
+    repository: str = Field(default="ghcr.io/sluice-dev/sluice-operator", min_length=1)
+    """The operator image's repository (build it from images/operator.Dockerfile)."""
+    tag: str = ""
+    """Its tag; empty: the chart's appVersion."""
+    pullPolicy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+
+
+class Pdb(_Values):
+    enabled: bool = False
+    minAvailable: int | str = 1
+    """A count or a percentage such as '50%'."""
+
+
+class PullSecret(_Values):
+    name: str = Field(min_length=1)
+
+
+class TenantRoles(_Values):
+    enabled: bool = True
+    """ClusterRoles aggregated into admin/edit and view for StreamingQueries."""
+    readPools: bool = True
+    """Every signed-in user may read StreamingPools."""
+
+
+class Peering(_Values):
+    enabled: bool = False
+    """One replica acts, the others stand by (kopf peering)."""
+    lifetimeSeconds: int = Field(default=60, ge=5, le=3600)
+    """A standby takes over once the active replica's record is this old."""
+
+
+class Autoscaler(_Values):
+    utilization: float = Field(default=0.7, gt=0, le=1)
+    """DS2 sizes executors so measured demand fills this share of their cores."""
+    cooldownSeconds: float = Field(default=120.0, ge=0)
+    """A pool shrinks only this long after its last change."""
+
+
+class ServiceMonitor(_Values):
+    enabled: bool = False
+    interval: str = Field(default="30s", pattern=r"^[0-9]+(ms|s|m|h)$")
+
+
+class Metrics(_Values):
+    port: int = Field(default=OPERATOR_METRICS_PORT, ge=1, le=65535)
+    serviceMonitor: ServiceMonitor = Field(default_factory=ServiceMonitor)
+
+
+Quantity = str | int | float
+
+
+def _requests() -> dict[str, Quantity]:
+    return {"cpu": "100m", "memory": "256Mi"}
+
+
+def _limits() -> dict[str, Quantity]:
+    return {"memory": "512Mi"}
+
+
+class Resources(_Values):
+    requests: dict[str, Quantity] = Field(default_factory=_requests)
+    limits: dict[str, Quantity] = Field(default_factory=_limits)
+
+
+class ChartValues(_Values):
+    """values.yaml of the Sluice chart."""
+
+    image: Image = Field(default_factory=Image)
+    replicas: int = Field(default=1, ge=0)
+    """Operator replicas; above 1, enable `peering`."""
+    peering: Peering = Field(default_factory=Peering)
+    podDisruptionBudget: Pdb = Field(default_factory=Pdb)
+    imagePullSecrets: list[PullSecret] = Field(default_factory=list)
+    nameOverride: str = ""
+    fullnameOverride: str = ""
+    healthPort: int = Field(default=OPERATOR_HEALTH_PORT, ge=1, le=65535)
+    """kopf's liveness endpoint (/healthz)."""
+    tenantRoles: TenantRoles = Field(default_factory=TenantRoles)
+    watchNamespaces: list[DnsName] = Field(default_factory=list)
+    """Namespaces whose StreamingQueries the operator watches; empty: all."""
+    runtimeImage: str = Field(default=RUNTIME_IMAGE, min_length=1)
+    """The image of pools without spec.image."""
+    logLevel: Literal["debug", "info", "warning", "error"] = "info"
+    autoscaler: Autoscaler = Field(default_factory=Autoscaler)
+    resources: Resources = Field(default_factory=Resources)
+    metrics: Metrics = Field(default_factory=Metrics)
+    podSecurityContext: dict[str, Any] = Field(default_factory=lambda: {
+        "runAsNonRoot": True, "runAsUser": 10001, "seccompProfile": {"type": "RuntimeDefault"}})
+    nodeSelector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    affinity: dict[str, Any] = Field(default_factory=dict)
+
+
+def values_schema() -> dict[str, Any]:
+    """The JSON Schema helm checks values against (draft 2020-12)."""
+    schema = ChartValues.model_json_schema(mode="validation")
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def values_schema_json() -> str:
+    """What `sluice values-schema` prints and values.schema.json holds."""
+    return json.dumps(values_schema(), indent=2, sort_keys=False) + "\n"
