@@ -5,9 +5,9 @@ A test keeps the model's defaults equal to values.yaml and the schema file equal
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from .common import DnsName
 from .constants import OPERATOR_HEALTH_PORT, OPERATOR_METRICS_PORT, RUNTIME_IMAGE
@@ -49,10 +49,15 @@ class Peering(_Values):
     """A standby takes over once the active replica's record is this old."""
 
 
+Share = Annotated[str, StringConstraints(pattern=r"^(0?\.[0-9]*[1-9][0-9]*|1(\.0*)?)$")]
+"""A share in (0, 1] as `--set` passes it (helm's --set keeps decimals as text)."""
+Seconds = Annotated[str, StringConstraints(pattern=r"^[0-9]+(\.[0-9]+)?$")]
+
+
 class Autoscaler(_Values):
-    utilization: float = Field(default=0.7, gt=0, le=1)
+    utilization: Annotated[float, Field(gt=0, le=1)] | Share = 0.7
     """DS2 sizes executors so measured demand fills this share of their cores."""
-    cooldownSeconds: float = Field(default=120.0, ge=0)
+    cooldownSeconds: Annotated[float, Field(ge=0)] | Seconds = 120.0
     """A pool shrinks only this long after its last change."""
 
 

@@ -419,6 +419,10 @@ class StreamingQueryStatus(CommonStatus):
     """The micro-batch interval in force."""
     batchIntervalReason: str = ""
     """Why that interval, in one sentence (spec.trigger, or the SLA and the measured costs)."""
+    execution: str = ""
+    """microBatch or realTime: how the query runs (spec.execution, or chosen from its SLA)."""
+    executionReason: str = ""
+    """Why that mode, in one sentence."""
 
     batches: int | None = None
     """Micro-batches committed since the query started."""

@@ -87,6 +87,10 @@ class QueryStatus(Answer):
     """The micro-batch interval in force."""
     interval_reason: str = ""
     """Why that interval: spec.trigger, or the SLA and the measured batch costs."""
+    execution: str = ""
+    """microBatch or realTime (Spark's Real-time Mode), once started."""
+    execution_reason: str = ""
+    """Why that mode, in one sentence."""
 
 
 class Registration(Answer):

@@ -175,4 +175,6 @@ async def sync_query(body: kopf.Body, name: str, namespace: str | None, meta: ko
     patch.status["bottleneck"] = status.bottleneck
     patch.status["batchIntervalMs"] = status.interval_ms
     patch.status["batchIntervalReason"] = status.interval_reason
+    patch.status["execution"] = status.execution
+    patch.status["executionReason"] = status.execution_reason
     metrics.phase(namespace, name, status.phase)

@@ -27,14 +27,15 @@ from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry
 
-from sluice.api.query import StreamingQuery
+from sluice.api.query import KafkaSink, StreamingQuery, realtime_problem
 from sluice.api.runtime import QueryPhase, QueryStatus
-from sluice.scheduler import intervals
+from sluice.scheduler import execution, intervals
 
+from . import realtime
 from .gate import FixedPool, Gate, Gatekeeper
 from .hosted import HostedQuery, query_spec
 from .kafka_check import kafka_problem
-from .latency import GRID, LatencyWindow, Summary, batch_latency
+from .latency import GRID, BatchLatency, LatencyWindow, Summary, batch_latency
 from .metrics import Metrics
 from .pipeline import OBSERVED, build, spark_name
 from .spark_pools import ensure_pool
@@ -173,6 +174,14 @@ class QueryHost:
         if scheduler is not None and not scheduler.register(hosted.spec):
             with self.lock:
                 hosted.gate_mode = "fail-open"
+        spec = query.spec
+        mode = execution.choose(spec.execution, spec.sla.latencyTarget.seconds, realtime_problem(
+            spec.source.type, spec.sink.type, [s.kind for s in spec.pipeline]))
+        with self.lock:
+            hosted.execution, hosted.execution_reason = mode.mode, mode.reason
+        if mode.mode == "realTime":
+            self._start_realtime(hosted)
+            return
         fixed = self.gate.fixed_pool(hosted.spec) if scheduler is None else None
         try:
             if fixed is not None:  # before its first batch names it (else Spark makes it at weight 1)
@@ -196,6 +205,32 @@ class QueryHost:
             return
         with self.lock:
             hosted.handle = handle
+        self._set_phase(hosted, "Running", "")
+
+    def _start_realtime(self, hosted: HostedQuery) -> None:
+        """Run a query in Spark's Real-time Mode: no micro-batches, so no gate and no interval;
+        its latency comes from a consumer of its sink topic (`sluice.runtime.realtime`)."""
+        query = hosted.query
+        try:
+            plan = build(self.spark, query, measured=False, keep_ts=True)
+            handle = realtime.writer(plan.frame, query, str(self.checkpoint(query.key))).queryName(
+                spark_name(query.key)).start()
+        except Exception as error:  # Spark refuses it: this query only
+            self._set_phase(hosted, "Failed", one_line(error))
+            log.warning("query %s failed to start in Real-time Mode: %s", query.key, hosted.message)
+            return
+        assert isinstance(query.spec.sink, KafkaSink)  # realtime_problem allowed nothing else
+
+        def report(entry: BatchLatency) -> None:
+            with self.lock:
+                if entry.committed >= self.measure_from:
+                    hosted.window.add(entry)
+                hosted.output_rows += entry.rows
+
+        with self.lock:
+            hosted.handle = handle
+            hosted.interval, hosted.interval_reason = None, "Real-time Mode has no micro-batch interval."
+            hosted.probe = realtime.SinkLatency(query.spec.sink, spark_name(query.key), report).start()
         self._set_phase(hosted, "Running", "")
 
     def _choose_interval(self, hosted: HostedQuery) -> float:
@@ -230,7 +265,8 @@ class QueryHost:
 
     def _adapt_interval(self, hosted: HostedQuery) -> None:
         """Restart a query whose SLA-driven interval should change (rarely: hysteresis and a dwell)."""
-        if hosted.query.spec.trigger is not None or hosted.phase != "Running" or hosted.interval is None:
+        if hosted.query.spec.trigger is not None or hosted.phase != "Running" or hosted.interval is None \
+                or hosted.execution == "realTime":
             return
         key = hosted.query.key
         if self.clock() - hosted.interval_since < self.interval_dwell:
@@ -284,6 +320,9 @@ class QueryHost:
         with self.lock:
             hosted.stopping = True
             handle, hosted.handle = hosted.handle, None
+            probe, hosted.probe = hosted.probe, None
+        if probe is not None:
+            probe.stop()
         if self.scheduler is not None:
             self.gate.flush(hosted)
             self.scheduler.unregister(hosted.query.key)

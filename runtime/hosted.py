@@ -83,6 +83,11 @@ class HostedQuery:
     interval_reason: str = ""
     interval_since: float = 0.0
     """When the query last started with its interval (the next change waits a while)."""
+    execution: str = ""
+    """microBatch or realTime, once started."""
+    execution_reason: str = ""
+    probe: Any = None
+    """A Real-time query's sink latency consumer, while it runs."""
     phase_log: dict[str, deque[float]] = field(default_factory=dict)
     """Phase -> milliseconds of the latest measured batches (`sluice run --report` prints their quantiles)."""
 
@@ -169,6 +174,7 @@ class HostedQuery:
             bottleneck=bottleneck(path, measured),
             interval_ms=None if self.interval is None else round(self.interval * 1000, 1),
             interval_reason=self.interval_reason,
+            execution=self.execution, execution_reason=self.execution_reason,
         )
 
 

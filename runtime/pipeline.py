@@ -115,7 +115,7 @@ def _aggregate(agg: Aggregation) -> Any:
     return column.alias(agg.output)
 
 
-def build(spark: Any, query: StreamingQuery, measured: bool = True) -> Plan:
+def build(spark: Any, query: StreamingQuery, measured: bool = True, keep_ts: bool = False) -> Plan:
     """The streaming DataFrame for a query's source and steps, without `_sluice_ts`.
 
     `measured`: observe the output rows' count and production-time quantiles (see OBSERVED);
@@ -157,7 +157,7 @@ def build(spark: Any, query: StreamingQuery, measured: bool = True) -> Plan:
         )
     stateful = query.spec.stateful
     mode = "append" if not stateful or windowed else "update"
-    return Plan(frame.drop(TS), mode)
+    return Plan(frame if keep_ts else frame.drop(TS), mode)
 
 
 def write_batch(frame: Any, query: StreamingQuery, batch_id: int) -> None:

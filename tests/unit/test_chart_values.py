@@ -34,3 +34,14 @@ def test_the_platform_guide_lists_every_value() -> None:
     missing = [key for key in ChartValues.model_fields if f"`{key}" not in guide]
     assert missing == [], f"docs/platform-guide.md's values table lacks {missing}"
     assert (ROOT / "docs" / "tenant-guide.md").is_file()
+
+
+def test_decimals_set_on_the_command_line_are_checked_as_text_too() -> None:
+    """helm --set keeps 0.5 as the text '0.5', so the schema takes numbers and numeric text alike."""
+    import pydantic
+    import pytest
+
+    assert ChartValues.model_validate({"autoscaler": {"utilization": "0.5"}}).autoscaler.utilization == "0.5"
+    for bad in ("1.5", "0", "abc", 2):
+        with pytest.raises(pydantic.ValidationError):
+            ChartValues.model_validate({"autoscaler": {"utilization": bad}})

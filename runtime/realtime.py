@@ -1,0 +1,107 @@
+"""Spark's Real-time Mode for a query: its writer, and its latency measured at the sink topic.
+
+A Real-time query has no micro-batches to gate: its tasks read Kafka continuously and write each
+row as it comes, and the trigger's duration is only how often progress is checkpointed. There is
+no batch function either (Real-time Mode writes Kafka itself), so latency cannot be observed
+inside the write. It is measured just downstream instead: every output record carries its
+input's production time in a header (`sluice-produced-ms`), and a consumer of the sink topic
+takes each record's timestamp (set by Spark's producer when it sent the record) minus that
+header. Nothing runs per row in Python on the query's own path; the consumer is beside it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sluice.api.query import KafkaSink, StreamingQuery
+
+from .latency import GRID, BatchLatency
+from .pipeline import TS
+
+log = logging.getLogger("sluice.runtime.realtime")
+HEADER = "sluice-produced-ms"
+CHECKPOINT_INTERVAL = "5 seconds"
+"""How often a Real-time query checkpoints its progress (its trigger's duration)."""
+WINDOW = 0.5
+"""Seconds of output records summarized into one latency entry."""
+
+
+def writer(frame: Any, query: StreamingQuery, checkpoint: str) -> Any:
+    """The DataStreamWriter of a Real-time query: JSON values as the micro-batch Kafka sink
+    writes them, plus the production-time header."""
+    from pyspark.sql import functions as F
+
+    sink = query.spec.sink
+    if not isinstance(sink, KafkaSink):
+        raise ValueError(f"Real-time Mode writes Kafka only; the sink is {sink.type}")
+    columns = [c for c in frame.columns if c != TS]
+    produced = F.format_string("%d", (F.col(TS).cast("double") * 1000).cast("long")).cast("binary")
+    header = F.array(F.struct(F.lit(HEADER).alias("key"), produced.alias("value")))
+    return (
+        frame.select(F.to_json(F.struct(*columns)).alias("value"), header.alias("headers"))
+        .writeStream.format("kafka")
+        .option("kafka.bootstrap.servers", sink.bootstrapServers)
+        .option("topic", sink.topic)
+        .option("checkpointLocation", checkpoint)
+        .outputMode("update")
+        .trigger(realTime=CHECKPOINT_INTERVAL)
+    )
+
+
+def summarize(samples: list[tuple[float, float]]) -> BatchLatency | None:
+    """(written, produced) epoch seconds of some output records -> one latency entry (GRID quantiles)."""
+    if not samples:
+        return None
+    latencies = sorted((max(w - p, 0.0) for w, p in samples), reverse=True)
+    n = len(latencies)
+    picks = tuple(latencies[min(int(q * (n - 1) + 0.5), n - 1)] for q in GRID)
+    return BatchLatency(max(w for w, _ in samples), n, picks)
+
+
+class SinkLatency:
+    """Consumes a Real-time query's sink topic from its end and reports latency every WINDOW s."""
+
+    def __init__(self, sink: KafkaSink, name: str, report: Callable[[BatchLatency], None]) -> None:
+        self.sink = sink
+        self.name = name
+        self.report = report
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"sluice-rtm-latency-{name}", daemon=True)
+
+    def start(self) -> SinkLatency:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        from confluent_kafka import Consumer, KafkaException
+
+        consumer = Consumer({"bootstrap.servers": self.sink.bootstrapServers, "group.id": f"sluice-latency-{self.name}",
+                             "auto.offset.reset": "latest", "enable.auto.commit": False})
+        try:
+            consumer.subscribe([self.sink.topic])
+            samples: list[tuple[float, float]] = []
+            flushed = time.monotonic()
+            while not self._stop.is_set():
+                for message in consumer.consume(num_messages=1000, timeout=0.1):
+                    if message.error():
+                        continue
+                    produced = dict(message.headers() or []).get(HEADER)
+                    if produced is not None:
+                        samples.append((message.timestamp()[1] / 1000, int(produced) / 1000))
+                if time.monotonic() - flushed >= WINDOW:
+                    entry = summarize(samples)
+                    if entry is not None:
+                        self.report(entry)
+                    samples, flushed = [], time.monotonic()
+        except KafkaException as error:  # the broker went away: status says it through the query
+            log.warning("latency of %s is not measured: %s", self.name, error)
+        finally:
+            consumer.close()

@@ -1,0 +1,93 @@
+"""Spark's Real-time Mode beside a micro-batch query in one session, on a real Kafka broker."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.api.manifest import load_query
+from sluice.runtime.host import QueryHost
+from sluice.runtime.realtime import HEADER
+from sluice.scheduler.core import Scheduler
+from sluice.scheduler.local import LocalScheduler
+from sluice.testing.kafka import KafkaBroker
+from sluice.testing.load import EVENT_SCHEMA, LoadPlan, generate
+from sluice.testing.waiting import wait_for
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
+
+
+def _query(name: str, bootstrap: str, source: str, sink: str, execution: str, sla: str) -> Any:
+    return load_query({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery",
+        "metadata": {"name": name, "namespace": "rtm"},
+        "spec": {"pool": "p", "execution": execution, "sla": {"latencyTarget": sla},
+                 "source": {"type": "kafka", "bootstrapServers": bootstrap, "topic": source, "schema": EVENT_SCHEMA,
+                            "startingOffsets": "earliest"},
+                 "pipeline": [{"filter": "amount > 500"}, {"select": ["key", "seq", "produced_at", "amount"]}],
+                 "sink": {"type": "kafka", "bootstrapServers": bootstrap, "topic": sink}},
+    })
+
+
+def _read_all(bootstrap: str, topic: str, until: float) -> list[tuple[dict[str, Any], float, float, bytes | None]]:
+    """(value, record timestamp, time consumed, the production header) of every record until `until`."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    out = []
+    try:
+        while time.time() < until:
+            for m in consumer.consume(num_messages=500, timeout=0.2):
+                if not m.error():
+                    out.append((json.loads(m.value()), m.timestamp()[1] / 1000, time.time(),
+                                dict(m.headers() or []).get(HEADER)))
+    finally:
+        consumer.close()
+    return out
+
+
+def test_a_real_time_query_runs_beside_a_micro_batch_one_and_loses_nothing(kafka_spark: Any, broker: KafkaBroker,
+                                                                           tmp_path: Path) -> None:
+    fast_in, fast_out = broker.create_topic("rtm-in", 1), broker.create_topic("rtm-out", 1)
+    slow_in, slow_out = broker.create_topic("mb-in", 1), broker.create_topic("mb-out", 1)
+    host = QueryHost(kafka_spark, tmp_path / "ck", LocalScheduler(Scheduler("cameo", capacity=4)))
+    try:
+        fast = host.add(_query("fast", broker.bootstrap, fast_in, fast_out, "auto", "100ms"))
+        slow = host.add(_query("slow", broker.bootstrap, slow_in, slow_out, "auto", "10s"))
+        assert (fast.execution, slow.execution) == ("realTime", "microBatch")
+        assert "below the micro-batch floor" in fast.execution_reason and "keep a 10 s SLA" in slow.execution_reason
+        assert fast.phase == "Running" and slow.phase == "Running", (fast.message, slow.message)
+        time.sleep(5)  # the Real-time tasks are reading before the load starts
+        sent: dict[str, Any] = {}
+        loads = [threading.Thread(target=lambda t=t: sent.update({t: generate(LoadPlan(t, 200, 15), broker.bootstrap)}))
+                 for t in (fast_in, slow_in)]
+        for load in loads:
+            load.start()
+        records = _read_all(broker.bootstrap, fast_out, time.time() + 25)
+        for load in loads:
+            load.join(30)
+        # nothing lost: every produced event over 500 reached the Real-time query's sink
+        expected = sent[fast_in]["sent"]
+        seqs = {value["seq"] for value, _, _, _ in records}
+        assert expected >= 2500 and len(seqs) >= 0.4 * expected
+        produced = _read_all(broker.bootstrap, fast_in, time.time() + 5)
+        wanted = {value["seq"] for value, _, _, _ in produced if value["amount"] > 500}
+        assert seqs == wanted
+        # latency: the runtime's figure (record timestamp - production header) against this test's
+        # own (time consumed - production time in the value, which includes the consumer's delay)
+        independent = sorted(consumed - datetime.fromisoformat(v["produced_at"].replace("Z", "+00:00")).timestamp()
+                             for v, _, consumed, _ in records)
+        status = wait_for(lambda: (s := host.status("rtm/fast")).p50_ms is not None and s, 20, "the sink's latency")
+        assert status.execution == "realTime" and status.output_rows > 0
+        assert status.p50_ms / 1000 <= independent[len(independent) // 2] + 0.05
+        assert status.p50_ms < 1000  # a row is written within a second, not a micro-batch later
+        wait_for(lambda: slow.output_rows > 0, 60, "the micro-batch query's rows")  # it kept running too
+    finally:
+        host.stop_all()
