@@ -27,9 +27,9 @@ from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry
 
-from sluice.api.query import KafkaSink, StreamingQuery, realtime_problem
+from sluice.api.query import KafkaSink, StreamingQuery
 from sluice.api.runtime import QueryPhase, QueryStatus
-from sluice.scheduler import execution, intervals
+from sluice.scheduler import intervals
 
 from . import realtime
 from .gate import FixedPool, Gate, Gatekeeper
@@ -174,9 +174,7 @@ class QueryHost:
         if scheduler is not None and not scheduler.register(hosted.spec):
             with self.lock:
                 hosted.gate_mode = "fail-open"
-        spec = query.spec
-        mode = execution.choose(spec.execution, spec.sla.latencyTarget.seconds, realtime_problem(
-            spec.source.type, spec.sink.type, [s.kind for s in spec.pipeline]))
+        mode = realtime.mode_of(query)
         with self.lock:
             hosted.execution, hosted.execution_reason = mode.mode, mode.reason
         if mode.mode == "realTime":

@@ -30,3 +30,16 @@ def kafka_problem(query: StreamingQuery, timeout: float = 5.0) -> str | None:
         if topic not in metadata.topics:
             return f"topic '{topic}' does not exist on {servers}; create it or fix spec.{'source' if reading else 'sink'}.topic (retrying)"
     return None
+
+
+def topic_partitions(servers: str, topic: str, timeout: float = 5.0) -> int | None:
+    """How many partitions `topic` has on `servers` (None: unreachable or missing)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": servers, "log_level": 0, "socket.connection.setup.timeout.ms": int(timeout * 1000)})
+    try:
+        metadata = admin.list_topics(topic=topic, timeout=timeout)
+    except Exception:
+        return None
+    found = metadata.topics.get(topic)
+    return None if found is None or found.error is not None else len(found.partitions)

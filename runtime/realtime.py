@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sluice.api.query import KafkaSink, StreamingQuery
+from sluice.api.query import KafkaSink, StreamingQuery, realtime_problem
+from sluice.scheduler.execution import ExecutionChoice, choose
 
 from .latency import GRID, BatchLatency
 from .pipeline import TS
@@ -28,6 +29,25 @@ CHECKPOINT_INTERVAL = "5 seconds"
 """How often a Real-time query checkpoints its progress (its trigger's duration)."""
 WINDOW = 0.5
 """Seconds of output records summarized into one latency entry."""
+
+
+def mode_of(query: StreamingQuery) -> ExecutionChoice:
+    """How the query runs: micro-batches or Real-time Mode (`sluice.scheduler.execution`)."""
+    spec = query.spec
+    return choose(spec.execution, spec.sla.latencyTarget.seconds,
+                  realtime_problem(spec.source.type, spec.sink.type, [s.kind for s in spec.pipeline]))
+
+
+def reserved_slots(queries: list[StreamingQuery], partitions: Callable[[StreamingQuery], int | None]) -> int:
+    """Task slots the Real-time queries hold for as long as they run: one per source partition
+    (a partition whose count is unknown yet counts as one)."""
+    return sum(max(partitions(q) or 1, 1) for q in queries if mode_of(q).mode == "realTime")
+
+
+def local_master(cores: int, reserved: int) -> str:
+    """Spark's local master with `cores` task slots for micro-batches besides the reserved ones
+    (Real-time tasks mostly wait on Kafka, so their slots oversubscribe the cores)."""
+    return f"local[{max(cores, 1) + reserved}]"
 
 
 def writer(frame: Any, query: StreamingQuery, checkpoint: str) -> Any:

@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from sluice.api.constants import DEFAULT_POLICY
-from sluice.api.query import StreamingQuery
+from sluice.api.query import KafkaSource, StreamingQuery
 from sluice.api.runtime import QueryStatus
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 
+from . import realtime
 from .host import QueryHost
+from .kafka_check import topic_partitions
 from .policy import mode_of
 from .session import SessionConfig, build_session
 
@@ -47,6 +49,11 @@ class RunOptions:
     stop: threading.Event = field(default_factory=threading.Event)
 
 
+def _source_partitions(query: StreamingQuery) -> int | None:
+    source = query.spec.source
+    return topic_partitions(source.bootstrapServers, source.topic) if isinstance(source, KafkaSource) else None
+
+
 def _needs_kafka(queries: list[StreamingQuery]) -> bool:
     return any(q.spec.source.type == "kafka" or q.spec.sink.type == "kafka" for q in queries)
 
@@ -55,8 +62,11 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
     """Run the queries until `duration` passes or `stop` is set; returns the report."""
     mode = mode_of(options.policy)
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="sluice-run-"))
+    master = options.master
+    if master == "local[*]":  # Real-time queries hold their slots: give micro-batches the cores besides them
+        master = realtime.local_master(os.cpu_count() or 2, realtime.reserved_slots(queries, _source_partitions))
     config = SessionConfig(
-        master=options.master,
+        master=master,
         scheduling=mode.scheduling,
         kafka=_needs_kafka(queries),
         workdir=workdir,

@@ -35,3 +35,22 @@ def test_what_real_time_mode_can_run() -> None:
     assert "reads Kafka only" in (realtime_problem("files", "kafka", ["filter"]) or "")
     assert "writes Kafka only" in (realtime_problem("kafka", "noop", ["filter"]) or "")
     assert "groupBy" in (realtime_problem("kafka", "kafka", ["watermark", "groupBy", "aggregate"]) or "")
+
+
+def test_real_time_queries_reserve_a_task_slot_per_source_partition() -> None:
+    from sluice.api.manifest import load_query
+    from sluice.runtime.realtime import local_master, reserved_slots
+
+    def query(name: str, sla: str, sink: str = "kafka") -> object:
+        return load_query({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery", "metadata": {"name": name, "namespace": "t"},
+            "spec": {"pool": "p", "sla": {"latencyTarget": sla}, "pipeline": [{"filter": "amount > 1"}],
+                     "source": {"type": "kafka", "bootstrapServers": "k:9092", "topic": name},
+                     "sink": {"type": sink, **({"bootstrapServers": "k:9092", "topic": "out"} if sink == "kafka" else {})}},
+        })
+
+    partitions = {"fast": 3, "unknown": None, "slow": 8}
+    queries = [query("fast", "100ms"), query("unknown", "100ms"), query("slow", "30s"), query("fast2", "100ms", sink="noop")]
+    # fast: 3 partitions; unknown: 1; slow runs in micro-batches; fast2 cannot (noop sink)
+    assert reserved_slots(queries, lambda q: partitions.get(q.metadata.name)) == 4  # type: ignore[attr-defined]
+    assert local_master(2, 4) == "local[6]" and local_master(2, 0) == "local[2]"
