@@ -88,14 +88,14 @@ def test_printer_columns_and_status_subresource(crds_installed: ControlPlane) ->
     got = json.loads(crds_installed.kubectl("get", "sq", "fraud-filter", "-n", "payments", "-o", "json").stdout)
     assert "status" not in got or got["status"].get("phase") != "Running"
     # ... and kept through the status subresource
-    status = {"status": {"phase": "Running", "latency": {"p50Ms": 80.0, "p99Ms": 412.5}, "slaAttainment": 0.993,
-                         "executors": {"current": 2, "target": 2}}}
+    status = {"status": {"phase": "Running", "latency": {"p50Ms": 80.0, "p99Ms": 412.5, "p99": "412ms"},
+                         "slaAttainment": 0.993, "attainment": "99.3%", "executors": {"current": 2, "target": 2}}}
     crds_installed.kubectl("patch", "sq", "fraud-filter", "-n", "payments", "--type=merge", "--subresource=status",
                            "-p", json.dumps(status))
     table = crds_installed.kubectl("get", "sq", "-n", "payments").stdout.splitlines()
     assert table[0].split() == ["NAME", "POOL", "SLA", "P99", "ATTAINMENT", "EXECUTORS", "PHASE", "AGE"]
     row = next(line.split() for line in table[1:] if line.startswith("fraud-filter"))
-    assert row[1:7] == ["shared", "500ms", "412.5", "0.993", "2", "Running"]
+    assert row[1:7] == ["shared", "500ms", "412ms", "99.3%", "2", "Running"]  # the units the operator writes
 
 
 def test_tenant_user_is_bound_by_rbac(crds_installed: ControlPlane) -> None:

@@ -159,6 +159,8 @@ def test_pool_becomes_owned_objects_with_least_privilege(world: World) -> None:
     assert denied.returncode != 0 and "forbidden" in denied.stderr.lower()
     status = wait_for(lambda: (world.get("sp", "shared") or {}).get("status", {}).get("phase") == "Running", what="pool Running")
     assert status
+    waited = world.plane.kubectl("wait", "--for=condition=Ready", "sp/shared", "--timeout=60s")
+    assert "condition met" in waited.stdout  # kstatus on pools too
 
 
 def test_query_is_registered_and_status_is_synced(world: World) -> None:
