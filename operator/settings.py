@@ -29,7 +29,7 @@ import os
 import socket
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sluice.api.constants import OPERATOR_HEALTH_PORT, OPERATOR_METRICS_PORT, RUNTIME_IMAGE
 
@@ -53,7 +53,7 @@ class Settings:
     kubeconfig: str | None = None
     runtime_image: str = RUNTIME_IMAGE
     peering_name: str = "sluice.dev"
-    peering_priority: int = 0
+    peering_priority: int = field(default_factory=lambda: peering_priority(socket.gethostname()))
     peering_lifetime: int = 60
 
     @classmethod
@@ -96,9 +96,9 @@ class Settings:
             runtime_image=env.get("SLUICE_RUNTIME_IMAGE") or RUNTIME_IMAGE,
             peering_name=env.get("SLUICE_PEERING_NAME") or _DEFAULT.peering_name,
             peering_priority=int(number("SLUICE_PEERING_PRIORITY", peering_priority(env.get("HOSTNAME") or socket.gethostname()),
-                                        lambda v: v == int(v) and 0 <= v < 2**31, "a whole number from 0 to 2147483647")),
+                                        lambda v: math.isfinite(v) and v == int(v) and 0 <= v < 2**31, "a whole number from 0 to 2147483647")),
             peering_lifetime=int(number("SLUICE_PEERING_LIFETIME", _DEFAULT.peering_lifetime,
-                                        lambda v: v == int(v) and 5 <= v <= 3600, "whole seconds from 5 to 3600, such as 60")),
+                                        lambda v: math.isfinite(v) and v == int(v) and 5 <= v <= 3600, "whole seconds from 5 to 3600, such as 60")),
         )
 
     @property

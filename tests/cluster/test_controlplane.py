@@ -133,10 +133,12 @@ def test_helm_chart_lints_renders_and_applies(crds_installed: ControlPlane, tmp_
     package = crds_installed.helm("package", str(ROOT), "-d", str(tmp_path))
     assert "Successfully packaged" in package.stdout
     listing = __import__("tarfile").open(next(tmp_path.glob("sluice-*.tgz"))).getnames()
-    assert all(n.split("/", 1)[1].split("/")[0] in {"Chart.yaml", "values.yaml", "templates", "crds", "README.md", ".helmignore"} for n in listing), listing
+    assert all(n.split("/", 1)[1].split("/")[0] in {"Chart.yaml", "values.yaml", "values.schema.json", "templates", "crds", "README.md", ".helmignore"} for n in listing), listing
     _ensure_namespace(crds_installed, "sluice-system")
     rendered = crds_installed.helm("template", "sluice", str(ROOT), "--namespace", "sluice-system",
                                    "--set", "metrics.serviceMonitor.enabled=false").stdout
     kinds = sorted(d["kind"] for d in yaml.safe_load_all(rendered) if d)
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Role", "RoleBinding", "Service", "ServiceAccount"]
+    # the operator's ClusterRole and binding; the tenants' edit and view roles; the pool reader and its binding
+    assert kinds == ["ClusterRole"] * 4 + ["ClusterRoleBinding"] * 2 + ["Deployment", "Role", "RoleBinding", "Service",
+                                                                         "ServiceAccount"]
     crds_installed.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered)

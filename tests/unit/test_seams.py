@@ -155,3 +155,15 @@ def test_a_spark_error_becomes_its_meaningful_line() -> None:
                       "Cannot start query with name x as a query with that name is already active\n\tat org...")
     assert one_line(error).startswith("java.lang.IllegalArgumentException: Cannot start query with name x")
     assert one_line(ValueError("")) == "ValueError"
+
+
+def test_replicas_get_distinct_peering_priorities_from_their_pod_names() -> None:
+    from sluice.operator.settings import Settings, SettingsError, peering_priority
+
+    names = [f"sluice-operator-7d9c5b6f4-{suffix}" for suffix in ("x2k9p", "q8w3r", "m4n7t", "abcde")]
+    priorities = [peering_priority(n) for n in names]
+    assert len(set(priorities)) == len(names) and all(0 < p <= 1_000_000 for p in priorities)
+    assert Settings.from_env({"HOSTNAME": names[0]}).peering_priority == priorities[0]  # stable per pod
+    assert Settings.from_env({"SLUICE_PEERING_PRIORITY": "7"}).peering_priority == 7
+    with pytest.raises(SettingsError, match="SLUICE_PEERING_PRIORITY"):
+        Settings.from_env({"SLUICE_PEERING_PRIORITY": "high"})
