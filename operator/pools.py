@@ -61,10 +61,7 @@ async def reconcile_pool(body: kopf.Body, name: str, meta: kopf.Meta, patch: kop
         await asyncio.to_thread(kube.apply, objects)
         url = runtime_url(dict(body), namespace)
         up = await healthy(url)
-        conditions = list((body.get("status") or {}).get("conditions") or [])
-        conditions = set_condition(conditions, "Ready", up, "RuntimeReady" if up else "RuntimeStarting",
-                                   f"the runtime answers at {url}." if up else f"waiting for the runtime at {url}.",
-                                   now_rfc3339(), meta.get("generation"))
+        conditions = _ready(list((body.get("status") or {}).get("conditions") or []), up, url, meta.get("generation"))
         patch.status["phase"] = "Running" if up else "Pending"
         patch.status["conditions"] = conditions
         patch.status["observedGeneration"] = meta.get("generation")
@@ -84,11 +81,20 @@ async def sync_pool(body: kopf.Body, name: str, meta: kopf.Meta, patch: kopf.Pat
     hosted = [q for q in await asyncio.to_thread(kube.list_queries) if q["spec"].get("pool") == name and is_admitted(q)]
     patch.status["phase"] = "Running" if up else "Pending"
     patch.status["queries"] = len(hosted)
+    # Ready follows the runtime, not only the last reconcile (a pool created before its runtime is up)
+    conditions = _ready(list((body.get("status") or {}).get("conditions") or []), up, url, meta.get("generation"))
+    patch.status["conditions"] = conditions
     token = await asyncio.to_thread(kube.read_token, name)
     if up and token:
-        conditions = list((body.get("status") or {}).get("conditions") or [])
         patch.status["conditions"] = await _scale(body, name, pool_model(body), RuntimeClient(url, token), conditions,
                                                   meta.get("generation"), patch)
+
+
+def _ready(conditions: list[dict[str, Any]], up: bool, url: str, generation: int | None) -> list[dict[str, Any]]:
+    """The pool's Ready condition (kstatus): its runtime answers."""
+    return set_condition(conditions, "Ready", up, "RuntimeReady" if up else "RuntimeStarting",
+                         f"the runtime answers at {url}." if up else f"waiting for the runtime at {url}.",
+                         now_rfc3339(), generation)
 
 
 async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, patch: kopf.Patch) -> scaling.Plan:

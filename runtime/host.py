@@ -170,16 +170,16 @@ class QueryHost:
                 hosted.retry_at = self.clock() + self.retry_every
             self._set_phase(hosted, "Pending", problem)
             return
+        mode = realtime.mode_of(query)
+        with self.lock:
+            hosted.execution, hosted.execution_reason = mode.mode, mode.reason
+        if mode.mode == "realTime":  # no micro-batches: nothing for the scheduler to order
+            self._start_realtime(hosted)
+            return
         scheduler = self.scheduler
         if scheduler is not None and not scheduler.register(hosted.spec):
             with self.lock:
                 hosted.gate_mode = "fail-open"
-        mode = realtime.mode_of(query)
-        with self.lock:
-            hosted.execution, hosted.execution_reason = mode.mode, mode.reason
-        if mode.mode == "realTime":
-            self._start_realtime(hosted)
-            return
         fixed = self.gate.fixed_pool(hosted.spec) if scheduler is None else None
         try:
             if fixed is not None:  # before its first batch names it (else Spark makes it at weight 1)

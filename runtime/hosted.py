@@ -166,7 +166,7 @@ class HostedQuery:
             rows=self.input_rows, output_rows=self.output_rows, batches=self.batches,
             input_rate=self.input_rate, processing_rate=self.processing_rate,
             state_rows=self.state_rows, state_bytes=self.state_bytes,
-            scheduler=self.gate_mode if gated else "ungated",
+            scheduler=self.gate_mode if gated and self.execution != "realTime" else "ungated",
             bands=dict(self.bands), groupedBatches=self.grouped,
             stages=StageTimes(batch=self.stages_batch, usefulSeconds=dict(self.stages)),
             load=self.measured_load(),
