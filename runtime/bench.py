@@ -24,11 +24,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sluice.api.constants import POLICIES
 from sluice.api.manifest import ManifestErrors, load_query
-from sluice.api.query import KafkaSource, StreamingQuery
+from sluice.api.query import KafkaSink, KafkaSource, StreamingQuery
 from sluice.api.units import Duration
 
 from .latency import MASSES
 from .latency import weighted_quantile as quantile
+
+AUTO = "auto"
+"""The variant beside the policies: cameo, with each query in the execution mode its manifest asks
+(by default `auto`: Spark's Real-time Mode where the SLA needs it). Under fifo, fair and cameo
+every query runs in micro-batches, so the variants compare Real-time Mode with micro-batches."""
+VARIANTS = (*POLICIES, AUTO)
 
 
 class BurstSpec(BaseModel):
@@ -93,11 +99,17 @@ def load_scenario(path: Path) -> tuple[Scenario, list[StreamingQuery]]:
     return scenario, queries
 
 
-def _for_run(query: StreamingQuery, load: LoadSpec, bootstrap: str, topic: str) -> dict[str, Any]:
+def _for_run(query: StreamingQuery, load: LoadSpec, bootstrap: str, topic: str, variant: str,
+             sink_topic: str | None = None) -> dict[str, Any]:
     manifest = query.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"status"})
     manifest["spec"]["source"]["bootstrapServers"] = bootstrap
     manifest["spec"]["source"]["topic"] = topic
     manifest["spec"]["source"]["startingOffsets"] = "earliest"
+    if isinstance(query.spec.sink, KafkaSink) and sink_topic is not None:
+        manifest["spec"]["sink"]["bootstrapServers"] = bootstrap
+        manifest["spec"]["sink"]["topic"] = sink_topic
+    if variant != AUTO:
+        manifest["spec"]["execution"] = "microBatch"
     if load.trigger is not None:
         manifest["spec"]["trigger"] = {"interval": load.trigger.text}
     return manifest
@@ -105,7 +117,7 @@ def _for_run(query: StreamingQuery, load: LoadSpec, bootstrap: str, topic: str) 
 
 def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, broker: Any, folder: Path,
              log: Any = print) -> dict[str, Any]:
-    """One policy, one fresh runtime: returns `sluice run`'s report (with timelines)."""
+    """One variant (a policy, or AUTO), one fresh runtime: returns `sluice run`'s report (with timelines)."""
     from sluice.testing.load import Burst, LoadPlan, generate
 
     # a fresh runtime: a previous benchmark's checkpoints here would name other topics' offsets
@@ -113,12 +125,16 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
     folder.mkdir(parents=True)
     tag = uuid.uuid4().hex[:8]
     topics = [broker.create_topic(f"{scenario.name}-{i}-{tag}", partitions=2) for i in range(len(queries))]
-    manifests = [_for_run(q, s.load, broker.bootstrap, t) for q, s, t in zip(queries, scenario.queries, topics, strict=True)]
+    sinks = [broker.create_topic(f"{scenario.name}-{i}-{tag}-out", partitions=2) if isinstance(q.spec.sink, KafkaSink)
+             else None for i, q in enumerate(queries)]
+    manifests = [_for_run(q, s.load, broker.bootstrap, t, policy, sink)
+                 for q, s, t, sink in zip(queries, scenario.queries, topics, sinks, strict=True)]
     (folder / "manifests.yaml").write_text(yaml.safe_dump_all(manifests, sort_keys=False))
     report = folder / "report.json"
     seconds = scenario.duration.seconds + scenario.warmup.seconds
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sluice", "run", "-f", str(folder / "manifests.yaml"), "--policy", policy,
+        [sys.executable, "-m", "sluice", "run", "-f", str(folder / "manifests.yaml"),
+         "--policy", "cameo" if policy == AUTO else policy,
          "--duration", f"{seconds}s", "--warmup", scenario.warmup.text, "--report", str(report), "--timeline",
          "--workdir", str(folder / "work")],
         stdout=subprocess.DEVNULL, stderr=(folder / "run.log").open("wb"),
@@ -200,7 +216,7 @@ def ratios(summary: dict[str, Any], scenario: Scenario, queries: list[StreamingQ
         if not item.critical:
             continue
         cameo = policies["cameo"][query.key]["p99_ms"]
-        for other in (p for p in POLICIES if p != "cameo"):
+        for other in (p for p in VARIANTS if p != "cameo"):
             if other in policies and cameo:
                 base = policies[other][query.key]["p99_ms"]
                 if base:
@@ -208,6 +224,11 @@ def ratios(summary: dict[str, Any], scenario: Scenario, queries: list[StreamingQ
             burst = summary["burst"]
             if other in burst and burst.get("cameo", {}).get(query.key) and burst[other].get(query.key):
                 lines.append(f"{query.key}: p99 during bursts {other}/cameo = {burst[other][query.key] / burst['cameo'][query.key]:.2f}x")
+        auto = policies.get(AUTO, {}).get(query.key, {}).get("p99_ms")
+        for other in (p for p in POLICIES if p in policies and auto):
+            base = policies[other][query.key]["p99_ms"]
+            if base:
+                lines.append(f"{query.key}: p99 {other}/auto = {base / auto:.2f}x ({base:.0f} ms vs {auto:.0f} ms)")
     return lines
 
 
@@ -260,7 +281,7 @@ def plot(runs: dict[str, list[dict[str, Any]]], summary: dict[str, Any], queries
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    styles = {"fifo": ":", "fair": "--", "cameo": "-"}
+    styles = {"fifo": ":", "fair": "--", "cameo": "-", AUTO: "-."}
     for policy in policies:
         for query in queries:
             timelines = [r["queries"].get(query.key, {}).get("timeline", []) for r in runs[policy]]

@@ -350,7 +350,9 @@ def bench_overhead(rounds: int, seconds: float, warmup: float, rate: float, trig
 
 @bench.command("cameo")
 @click.option("--scenario", type=click.Path(dir_okay=False), required=True, help="Scenario YAML (see bench/scenarios/).")
-@click.option("--policies", default="fifo,fair,cameo", show_default=True, help="Policies to compare.")
+@click.option("--policies", default="fifo,fair,cameo", show_default=True,
+              help="Policies to compare, in micro-batches; add `auto` for cameo with each query's own execution "
+                   "mode (Real-time Mode where its SLA needs it).")
 @click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True, help="Repeats (policies interleaved).")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out", show_default=True,
               help="Writes results.json, latency.png, cdf.png and each run's files here.")
@@ -360,9 +362,9 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str) -> None:
     from sluice.testing.kafka import KafkaUnavailable
 
     chosen = [p.strip() for p in policies.split(",") if p.strip()]
-    unknown = [p for p in chosen if p not in POLICIES]
+    unknown = [p for p in chosen if p not in cameo_bench.VARIANTS]
     if unknown or not chosen:
-        click.echo(f"--policies: use some of {', '.join(POLICIES)} (got {policies!r}).", err=True)
+        click.echo(f"--policies: use some of {', '.join(cameo_bench.VARIANTS)} (got {policies!r}).", err=True)
         sys.exit(1)
     try:
         cameo_bench.load_scenario(Path(scenario))

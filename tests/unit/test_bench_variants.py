@@ -1,0 +1,22 @@
+"""The Cameo benchmark's variants: micro-batches under each policy, each query's own mode under `auto`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sluice.runtime.bench import AUTO, VARIANTS, _for_run, load_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_policies_run_micro_batches_and_auto_keeps_each_querys_mode() -> None:
+    scenario, queries = load_scenario(ROOT / "bench" / "scenarios" / "realtime.yaml")
+    assert VARIANTS[-1] == AUTO and "cameo" in VARIANTS
+    fraud, load = queries[0], scenario.queries[0].load
+    forced = _for_run(fraud, load, "127.0.0.1:9", "in-1", "cameo", sink_topic="out-1")
+    assert forced["spec"]["execution"] == "microBatch"
+    assert forced["spec"]["sink"] == {"type": "kafka", "bootstrapServers": "127.0.0.1:9", "topic": "out-1"}
+    own = _for_run(fraud, load, "127.0.0.1:9", "in-1", AUTO, sink_topic="out-1")
+    assert own["spec"]["execution"] == "auto"  # the manifest's (default): the runtime picks Real-time Mode
+    bulk = _for_run(queries[2], scenario.queries[2].load, "127.0.0.1:9", "in-3", AUTO)
+    assert bulk["spec"]["sink"] == {"type": "noop"}
