@@ -346,10 +346,14 @@ class StreamingQuerySpec(Model):
     def _pipeline_is_coherent(self) -> StreamingQuerySpec:
         check_pipeline(self.pipeline)
         if self.execution == "realTime":
-            problem = realtime_problem(self.source.type, self.sink.type, [s.kind for s in self.pipeline])
+            problem = self.realtime_problem()
             if problem is not None:
                 raise ValueError(f"execution is realTime but {problem}; use microBatch or auto")
         return self
+
+    def realtime_problem(self) -> str | None:
+        """Why Spark's Real-time Mode cannot run this query (None: it can)."""
+        return realtime_problem(self.source.type, self.sink.type, [s.kind for s in self.pipeline])
 
     @property
     def stateful(self) -> bool:

@@ -6,6 +6,8 @@ so the runtime asks first and keeps the query Pending (retrying) with a clear re
 
 from __future__ import annotations
 
+from typing import Any
+
 from sluice.api.query import KafkaSink, KafkaSource, StreamingQuery
 
 
@@ -19,12 +21,9 @@ def kafka_problem(query: StreamingQuery, timeout: float = 5.0) -> str | None:
         endpoints.append((sink.bootstrapServers, sink.topic, False))
     if not endpoints:
         return None
-    from confluent_kafka.admin import AdminClient
-
     for servers, topic, reading in endpoints:
-        admin = AdminClient({"bootstrap.servers": servers, "log_level": 0, "socket.connection.setup.timeout.ms": int(timeout * 1000)})
         try:
-            metadata = admin.list_topics(timeout=timeout)
+            metadata = _admin(servers, timeout).list_topics(timeout=timeout)
         except Exception:
             return f"cannot reach Kafka at {servers}; check spec.{'source' if reading else 'sink'}.bootstrapServers (retrying)"
         if topic not in metadata.topics:
@@ -34,12 +33,15 @@ def kafka_problem(query: StreamingQuery, timeout: float = 5.0) -> str | None:
 
 def topic_partitions(servers: str, topic: str, timeout: float = 5.0) -> int | None:
     """How many partitions `topic` has on `servers` (None: unreachable or missing)."""
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": servers, "log_level": 0, "socket.connection.setup.timeout.ms": int(timeout * 1000)})
     try:
-        metadata = admin.list_topics(topic=topic, timeout=timeout)
+        metadata = _admin(servers, timeout).list_topics(topic=topic, timeout=timeout)
     except Exception:
         return None
     found = metadata.topics.get(topic)
     return None if found is None or found.error is not None else len(found.partitions)
+
+
+def _admin(servers: str, timeout: float) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": servers, "log_level": 0, "socket.connection.setup.timeout.ms": int(timeout * 1000)})

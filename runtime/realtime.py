@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sluice.api.query import KafkaSink, StreamingQuery, realtime_problem
+from sluice.api.query import KafkaSink, StreamingQuery
 from sluice.scheduler.execution import ExecutionChoice, choose
 
 from .latency import GRID, BatchLatency
@@ -34,8 +34,7 @@ WINDOW = 0.5
 def mode_of(query: StreamingQuery) -> ExecutionChoice:
     """How the query runs: micro-batches or Real-time Mode (`sluice.scheduler.execution`)."""
     spec = query.spec
-    return choose(spec.execution, spec.sla.latencyTarget.seconds,
-                  realtime_problem(spec.source.type, spec.sink.type, [s.kind for s in spec.pipeline]))
+    return choose(spec.execution, spec.sla.latencyTarget.seconds, spec.realtime_problem())
 
 
 def reserved_slots(queries: list[StreamingQuery], partitions: Callable[[StreamingQuery], int | None]) -> int:

@@ -179,6 +179,9 @@ class Scheduler:
         self.in_flight = 0
         self.hold_until: float | None = None
         """After `dispatch`: when the earliest batch it held should be looked at again (None: none held)."""
+        self._predicted: list[tuple[float, int, str]] = []
+        """(predicted next arrival, last batch id, query): a heap; an entry is stale once the query
+        submits again, and is dropped when seen or when its time has passed."""
 
     # ------------------------------------------------------------------ registration
 
@@ -226,6 +229,8 @@ class Scheduler:
             gap = now - state.last_submit
             state.period = gap if state.period is None else PERIOD_SMOOTHING * gap + (1 - PERIOD_SMOOTHING) * state.period
         state.last_submit, state.last_batch = now, request.batch_id
+        if state.period is not None:
+            heapq.heappush(self._predicted, (now + state.period, request.batch_id, request.query))
         priority, deadline = self.policy.key(state.spec, request, self.costs, now)
         cost = self.costs.estimate(request.query, request.rows)
         due = frontier(state.spec, request, now) + state.spec.latency_target
@@ -306,19 +311,31 @@ class Scheduler:
             state = self.queries.get(other)
             still = state is not None and state.last_batch == batch_id and now < arrives
             return arrives if still else None
-        key = pending.request.query
-        for other, state in self.queries.items():
-            if other == key or state.pending is not None or state.period is None or state.last_submit is None:
+        predicted = self._predicted
+        while predicted and predicted[0][0] <= now:  # predictions whose time has passed
+            heapq.heappop(predicted)
+        # only arrivals within the batch's cost, and before its own start deadline (holding past
+        # it would make the held batch late): a heap walk, whatever the number of queries
+        horizon = min(now + pending.cost, pending.deadline)
+        seen: list[tuple[float, int, str]] = []
+        found: float | None = None
+        while predicted and predicted[0][0] <= horizon and found is None:
+            entry = heapq.heappop(predicted)
+            arrives, batch_id, other = entry
+            state = self.queries.get(other)
+            if state is None or state.last_batch != batch_id:
+                continue  # stale: unregistered, or it has submitted since
+            seen.append(entry)
+            if other == pending.request.query or state.pending is not None or state.last_submit is None:
                 continue
-            arrives = state.last_submit + state.period
-            if not now < arrives <= now + pending.cost or arrives > pending.deadline:
-                continue  # not within the batch's cost, or holding would make the held batch late
-            request = BatchRequest(other, state.last_batch + 1, oldest_event=state.last_submit)
+            request = BatchRequest(other, batch_id + 1, oldest_event=state.last_submit)
             _, deadline = self.policy.key(state.spec, request, self.costs, arrives)
             if deadline < pending.deadline and deadline - arrives < pending.cost:
-                pending.held = (other, state.last_batch, arrives)
-                return arrives  # urgent: it could not wait for this batch to finish
-        return None
+                pending.held = (other, batch_id, arrives)
+                found = arrives  # urgent: it could not wait for this batch to finish
+        for entry in seen:
+            heapq.heappush(predicted, entry)
+        return found
 
     def _grant(self, pending: _Pending, aged: bool, now: float) -> Grant:
         request = pending.request
