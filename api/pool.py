@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from .common import CommonStatus, DnsName, Model, ObjectMeta
 from .constants import API_VERSION, ApiVersion, Policy
-from .units import Memory
+from .units import Cpu, Memory
 
 
 class ExecutorShape(Model):
@@ -18,6 +18,9 @@ class ExecutorShape(Model):
     """Task slots (cores) per executor."""
     memory: Memory = Memory.parse("1Gi")
     """Executor memory, e.g. '2Gi'."""
+    cpuRequest: Cpu | None = None
+    """CPU the executor pod requests from the scheduler, e.g. '500m'; omitted: `cores`. Lower it
+    to pack executors on small nodes (Spark still runs `cores` task slots in each)."""
 
 
 class DriverShape(Model):
@@ -27,6 +30,40 @@ class DriverShape(Model):
     """Driver cores."""
     memory: Memory = Memory.parse("2Gi")
     """Driver memory, e.g. '2Gi'."""
+    cpuRequest: Cpu | None = None
+    """CPU the driver pod's runtime container requests, e.g. '500m'; omitted: `cores`."""
+
+
+class Checkpoints(Model):
+    """Where the pool's queries keep their checkpoints (offsets, commits, state): a volume that
+    outlives the driver pod, so a restarted driver resumes every query where it stopped."""
+
+    model_config = Model.model_config | {
+        "json_schema_extra": {"x-kubernetes-validations": [
+            {"rule": "!(has(self.claimName) && has(self.hostPath))",
+             "message": "set one of checkpoints.claimName and checkpoints.hostPath, not both"}]}
+    }
+
+    claimName: DnsName | None = None
+    """A PersistentVolumeClaim in the operator's namespace (ReadWriteOnce is enough: one driver
+    pod mounts it). The choice for real clusters."""
+    hostPath: str | None = Field(default=None, pattern=r"^/.*")
+    """A directory on the node, writable by uid 185 (single-node and development clusters only:
+    a driver rescheduled to another node finds none of its checkpoints)."""
+
+    @model_validator(mode="after")
+    def _one(self) -> Checkpoints:
+        if self.claimName is not None and self.hostPath is not None:
+            raise ValueError("set one of checkpoints.claimName and checkpoints.hostPath, not both")
+        return self
+
+    def volume(self) -> dict[str, object]:
+        """The pod volume: the claim, the host directory, or (neither) an emptyDir lost with the pod."""
+        if self.claimName is not None:
+            return {"persistentVolumeClaim": {"claimName": self.claimName}}
+        if self.hostPath is not None:
+            return {"hostPath": {"path": self.hostPath, "type": "DirectoryOrCreate"}}
+        return {"emptyDir": {}}
 
 
 class Quota(Model):
@@ -75,6 +112,9 @@ class StreamingPoolSpec(Model):
     """Most executors the autoscaler may request."""
     executors: int | None = Field(default=None, ge=0)
     """Fixed executor count (set by `kubectl scale`); omitted: DS2 chooses within min..max."""
+    checkpoints: Checkpoints = Field(default_factory=Checkpoints)
+    """Checkpoint volume; omitted: an emptyDir, so a restarted driver pod starts every query
+    afresh from its `startingOffsets` (set `claimName` to keep them)."""
     policy: Policy = "cameo"
     """Dispatch order across queries: fifo, fair (weighted per tenant), edf or cameo."""
     allowedNamespaces: list[DnsName] = Field(default_factory=list, max_length=256)

@@ -116,3 +116,25 @@ class Memory(_Quantity):
             raise ValueError(f"expected a memory size such as '512Mi' or '2Gi', got '{value}'")
         return cls(text, int(match.group(1)) * _MEMORY_UNITS[match.group(2) or ""])
 
+
+
+CPU_PATTERN = r"^([0-9]+m|[0-9]+(\.[0-9]+)?)$"
+_CPU_RE = re.compile(CPU_PATTERN)
+
+
+@dataclass(frozen=True, slots=True)
+class Cpu(_Quantity):
+    """A CPU amount as a Kubernetes quantity (`"500m"`, `"1"`, `"0.5"`); `cores` its value."""
+
+    text: str
+    cores: float
+    PATTERN: ClassVar[str] = CPU_PATTERN
+
+    @classmethod
+    def parse(cls, value: object) -> Cpu:
+        if isinstance(value, Cpu):
+            return value
+        text = str(value).strip() if isinstance(value, str | int | float) and not isinstance(value, bool) else ""
+        if not _CPU_RE.match(text) or (cores := float(text[:-1]) / 1000 if text.endswith("m") else float(text)) <= 0:
+            raise ValueError(f"expected a CPU amount above zero such as '500m' or '1', got '{value}'")
+        return cls(text, cores)

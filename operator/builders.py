@@ -25,6 +25,10 @@ RUNTIME_URL_ANNOTATION = "sluice.dev/runtime-url"
 """Overrides where the operator reaches the pool's runtime (default: its in-cluster Service)."""
 
 
+WORKDIR = "/var/lib/sluice"
+"""The runtime's work directory in the driver pod: the checkpoint volume is mounted here."""
+
+
 def base_name(pool: str) -> str:
     return f"sluice-pool-{pool}"
 
@@ -90,7 +94,12 @@ def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
     return {
         "spark.master": "k8s://https://kubernetes.default.svc",
         "spark.submit.deployMode": "client",
-        "spark.driver.host": f"{name}-driver.{namespace}.svc",
+        # executors dial the driver pod's own IP (Kubernetes expands $(VAR) from the pod's env):
+        # a Service name would resolve only once the pod is Ready, which waits for Spark itself
+        "spark.driver.bindAddress": "0.0.0.0",
+        "spark.driver.host": "$(SLUICE_POD_IP)",
+        # executor pods are owned by the driver pod, so deleting it (or the pool) leaves no orphans
+        "spark.kubernetes.driver.pod.name": "$(SLUICE_POD_NAME)",
         "spark.driver.port": str(DRIVER_PORT),
         "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
         "spark.kubernetes.namespace": namespace,
@@ -100,6 +109,7 @@ def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
         "spark.kubernetes.executor.label.sluice.dev/pool": model.metadata.name,
         "spark.executor.cores": str(executor.cores),
         "spark.executor.memory": f"{executor.memory.mib}m",
+        **({"spark.kubernetes.executor.request.cores": executor.cpuRequest.text} if executor.cpuRequest else {}),
         "spark.executor.instances": str(initial),
         "spark.dynamicAllocation.enabled": "false",
         "spark.scheduler.mode": "FAIR" if model.spec.policy != "fifo" else "FIFO",
@@ -115,6 +125,7 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
     conf = spark_conf(model, namespace)
     capacity = model.spec.executor.cores * max(model.spec.maxExecutors, 1)
     runtime_args = ["python", "-m", "sluice.runtime", "--port", str(CONTROL_PORT), "--token-file", "/etc/sluice-token/token",
+                    "--workdir", WORKDIR,
                     "--scheduler", f"http://127.0.0.1:{SCHEDULER_PORT}", "--master", conf["spark.master"]]
     runtime_args += [arg for key, value in conf.items() if key != "spark.master" for arg in ("--conf", f"{key}={value}")]
     driver = model.spec.driver
@@ -128,7 +139,9 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
                 "spec": {
                     "serviceAccountName": name,
                     **({"imagePullSecrets": pull_secrets(model)} if model.spec.imagePullSecrets else {}),
-                    "securityContext": {"runAsNonRoot": True, "runAsUser": 185, "seccompProfile": {"type": "RuntimeDefault"}},
+                    # fsGroup: a checkpoint claim's volume is made writable by the runtime's user
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 185, "fsGroup": 185,
+                                        "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [
                         {
                             "name": "runtime", "image": image_of(model), "args": runtime_args,
@@ -136,12 +149,16 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
                                       {"name": "driver", "containerPort": DRIVER_PORT},
                                       {"name": "blockmanager", "containerPort": BLOCK_MANAGER_PORT},
                                       {"name": "spark-ui", "containerPort": 4040}],
-                            "env": [{"name": "SLUICE_POLICY", "value": model.spec.policy}],
-                            "resources": {"requests": {"cpu": str(driver.cores), "memory": driver.memory.text},
+                            "env": [{"name": "SLUICE_POLICY", "value": model.spec.policy},
+                                    {"name": "SLUICE_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                                    {"name": "SLUICE_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                            "resources": {"requests": {"cpu": driver.cpuRequest.text if driver.cpuRequest else str(driver.cores),
+                                                       "memory": driver.memory.text},
                                           "limits": {"memory": driver.memory.text}},
                             "readinessProbe": {"httpGet": {"path": "/healthz", "port": "control"}, "periodSeconds": 10},
                             "volumeMounts": [{"name": "token", "mountPath": "/etc/sluice-token", "readOnly": True},
-                                             {"name": "config", "mountPath": "/etc/sluice", "readOnly": True}],
+                                             {"name": "config", "mountPath": "/etc/sluice", "readOnly": True},
+                                             {"name": "work", "mountPath": WORKDIR}],
                             "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                         },
                         {
@@ -154,7 +171,8 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
                         },
                     ],
                     "volumes": [{"name": "token", "secret": {"secretName": f"{name}-token"}},
-                                {"name": "config", "configMap": {"name": f"{name}-config"}}],
+                                {"name": "config", "configMap": {"name": f"{name}-config"}},
+                                {"name": "work", **model.spec.checkpoints.volume()}],
                 },
             },
         },
@@ -162,14 +180,14 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
     control = {"apiVersion": "v1", "kind": "Service", "metadata": _meta(name, namespace, pool),
                "spec": {"selector": {**sel, "sluice.dev/role": "driver"},
                         "ports": [{"name": "control", "port": CONTROL_PORT, "targetPort": "control"}]}}
-    headless = {"apiVersion": "v1", "kind": "Service", "metadata": _meta(f"{name}-driver", namespace, pool),
-                "spec": {"clusterIP": "None", "selector": {**sel, "sluice.dev/role": "driver"},
-                         "ports": [{"name": "driver", "port": DRIVER_PORT}, {"name": "blockmanager", "port": BLOCK_MANAGER_PORT}]}}
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, namespace, pool)}
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(name, namespace, pool),
             "rules": [
-                # the Spark driver creates and deletes its executor pods, and nothing else
-                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete"]},
+                # the Spark driver creates and deletes its executor pods and their config maps, and
+                # looks up claims it might reuse (spark.kubernetes.driver.reusePersistentVolumeClaim)
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete", "deletecollection"]},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create", "delete", "deletecollection"]},
+                {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "list"]},
             ]}
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(name, namespace, pool),
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
@@ -178,4 +196,4 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
               "type": "Opaque", "stringData": {"token": token}}
     config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(f"{name}-config", namespace, pool),
               "data": {"executor-pod.yaml": yaml.safe_dump(executor_pod_template(model), sort_keys=False)}}
-    return [account, role, binding, secret, config, control, headless, deployment]
+    return [account, role, binding, secret, config, control, deployment]

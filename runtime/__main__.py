@@ -50,6 +50,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workdir", default=os.environ.get("SLUICE_WORKDIR", "/tmp/sluice"))
     parser.add_argument("--executor-grace", type=float, default=float(os.environ.get("SLUICE_EXECUTOR_GRACE", "30")),
                         metavar="SECONDS", help="how long a surplus executor may finish its tasks before it is killed by force")
+    parser.add_argument("--kafka", action=argparse.BooleanOptionalAction, default=True,
+                        help="load Spark's Kafka connector (baked into the runtime image; else resolved from Maven Central)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark settings")
     args = parser.parse_args(argv)
     if not args.executor_grace >= 0:
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
         extra[key] = value
     workdir = Path(args.workdir)
     mode = mode_of(args.policy)  # fifo and fair: Spark alone, as in `sluice run`
-    spark = build_session(SessionConfig(master=args.master, workdir=workdir, scheduling=mode.scheduling, extra=extra))
+    spark = build_session(SessionConfig(master=args.master, workdir=workdir, scheduling=mode.scheduling, kafka=args.kafka, extra=extra))
     gate: Gatekeeper | None = None
     if mode.gated:
         gate = (LocalScheduler(Scheduler(args.policy, capacity=args.capacity)) if args.scheduler == "inprocess"

@@ -37,6 +37,23 @@ without, the whole trigger 141-172 ms against 101-118 ms. Rename keeps each writ
 `file:` paths change (object stores keep their own filesystem)."""
 
 
+KAFKA_JARS_ENV = "SLUICE_KAFKA_JARS"
+"""A directory holding the connector's jars (the runtime image bakes them in at /opt/sluice/jars):
+when set, the session adds them with `spark.jars` and never reaches Maven Central."""
+
+
+def kafka_jars() -> list[Path]:
+    """The baked-in connector jars named by SLUICE_KAFKA_JARS, or none (then Ivy resolves them)."""
+    folder = os.environ.get(KAFKA_JARS_ENV)
+    if not folder:
+        return []
+    jars = sorted(Path(folder).glob("*.jar"))
+    if not any(jar.name.startswith("spark-sql-kafka-0-10") for jar in jars):
+        raise RuntimeError(f"{KAFKA_JARS_ENV}={folder} holds no spark-sql-kafka-0-10 jar; "
+                           "rebuild the runtime image or unset it to resolve the connector from Maven Central.")
+    return jars
+
+
 def kafka_package() -> str:
     """The Kafka connector matching the installed pyspark, resolved from Maven Central."""
     import pyspark
@@ -99,7 +116,10 @@ def build_session(config: SessionConfig) -> Any:
     )
     if config.ui_port:
         builder = builder.config("spark.ui.port", str(config.ui_port))
-    if config.kafka:
+    baked = kafka_jars() if config.kafka else []
+    if baked:
+        builder = builder.config("spark.jars", ",".join(str(jar) for jar in baked))
+    elif config.kafka:
         ivy = Path.home() / ".cache" / "sluice" / "ivy"
         builder = (builder.config("spark.jars.packages", kafka_package())
                    .config("spark.jars.excludes", ",".join(SHIPPED_WITH_PYSPARK))

@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
-# Builds (or reuses) the real control-plane binaries for the cluster test tier:
-# kube-apiserver, kubectl and etcd from this Go wrapper module, and helm by `go install`.
+# Builds (or reuses) the real Kubernetes binaries for the cluster and node test tiers:
+# kube-apiserver, kubectl and etcd from this Go wrapper module, and helm by `go install`;
+# with --node also kubelet, kube-controller-manager, kube-scheduler and kube-proxy (same module,
+# same version) and CoreDNS (`go install`).
 # Everything comes from the Go module proxy; nothing is downloaded from release pages.
 #
 # Binaries are cached outside the repo, keyed by version, so a warm run costs a few checks:
-#   ${SLUICE_CACHE:-$HOME/.cache/sluice}/bin/kube-<KUBE_VERSION>/{kube-apiserver,kubectl,etcd}
+#   ${SLUICE_CACHE:-$HOME/.cache/sluice}/bin/kube-<KUBE_VERSION>/{kube-apiserver,kubectl,etcd,kubelet,...}
 #   ${SLUICE_CACHE:-$HOME/.cache/sluice}/bin/helm-<HELM_VERSION>/helm
-# Prints the two directories (kube, helm) on stdout, one per line; progress goes to stderr.
+#   ${SLUICE_CACHE:-$HOME/.cache/sluice}/bin/coredns-<COREDNS_VERSION>/coredns   (--node)
+# Prints the directories (kube, helm[, coredns]) on stdout, one per line; progress goes to stderr.
 set -euo pipefail
 
 KUBE_VERSION=v1.34.3   # keep in step with go.mod (require + replace v0.34.3)
 HELM_VERSION=v3.19.0
+COREDNS_VERSION=v1.12.3
+node=false
+[[ "${1:-}" == "--node" ]] && node=true
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${SLUICE_CACHE:-$HOME/.cache/sluice}/bin"
 kube_dir="$cache/kube-$KUBE_VERSION"
 helm_dir="$cache/helm-$HELM_VERSION"
+coredns_dir="$cache/coredns-$COREDNS_VERSION"
+# the node's components report their real version (kubelet's Node status, kubectl version)
+major="${KUBE_VERSION#v}"; minor="${major#*.}"; major="${major%%.*}"; minor="${minor%%.*}"
+version_flags="-s -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=$major -X k8s.io/component-base/version.gitMinor=$minor"
 
 if ! command -v go >/dev/null 2>&1; then
   echo "The cluster test tier needs the Go toolchain (1.24 or newer) to build kube-apiserver, etcd and helm from the Go module proxy; install Go (https://go.dev/doc/install or 'apt-get install golang') and run 'make test' again." >&2
@@ -46,5 +56,19 @@ fi
 if [[ ! -x "$helm_dir/helm" ]]; then
   build "$helm_dir" "helm $HELM_VERSION" go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 fi
+if $node; then
+  node_bins=(kubelet kube-controller-manager kube-scheduler kube-proxy)
+  for bin in "${node_bins[@]}"; do
+    if [[ ! -x "$kube_dir/$bin" ]]; then
+      build "$kube_dir" "kubelet, kube-controller-manager, kube-scheduler and kube-proxy $KUBE_VERSION" \
+        go build -trimpath "-ldflags=$version_flags" -o @OUT@/ "${node_bins[@]/#/k8s.io/kubernetes/cmd/}"
+      break
+    fi
+  done
+  if [[ ! -x "$coredns_dir/coredns" ]]; then
+    build "$coredns_dir" "CoreDNS $COREDNS_VERSION" go install -trimpath -ldflags=-s "github.com/coredns/coredns@$COREDNS_VERSION"
+  fi
+fi
 echo "$kube_dir"
 echo "$helm_dir"
+if $node; then echo "$coredns_dir"; fi

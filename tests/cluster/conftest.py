@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from sluice.testing.controlplane import ControlPlane, ControlPlaneError, build_binaries
 from sluice.testing.processes import running
-
-from .controlplane import ControlPlane, ControlPlaneError, build_binaries
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     try:
-        kube, helm = build_binaries()
+        kube, helm = build_binaries()[:2]
     except ControlPlaneError as error:
         pytest.fail(str(error), pytrace=False)  # never a silent skip
     with running(ControlPlane(kube, helm, tmp_path_factory.mktemp("controlplane")), ControlPlaneError) as plane:

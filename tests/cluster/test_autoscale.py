@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from sluice.testing.controlplane import ControlPlane, free_port
 from sluice.testing.waiting import wait_for
 
-from .controlplane import ControlPlane, free_port
 from .test_operator import World, condition, ds2_utilization, open_world, pool, query
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]

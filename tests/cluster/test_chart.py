@@ -14,9 +14,8 @@ import yaml
 
 from sluice.api.constants import OPERATOR_HEALTH_PORT, OPERATOR_METRICS_PORT
 from sluice.operator.settings import Settings
+from sluice.testing.controlplane import ControlPlane, free_port
 from sluice.testing.waiting import wait_for
-
-from .controlplane import ControlPlane, free_port
 
 pytestmark = [pytest.mark.cluster]
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,3 +132,33 @@ def test_the_apiserver_fills_in_spec_defaults_from_the_models(crds_installed: Co
         assert table[0].split()[:2] == ["NAME", "POLICY"] and table[1].split()[:2] == ["defaulted", "cameo"]
     finally:
         plane.kubectl("delete", "sp", "defaulted", "--wait=false", check=False)
+
+
+def test_the_operator_may_create_every_object_of_a_pool(crds_installed: ControlPlane) -> None:
+    """Kubernetes refuses a Role that grants what its creator lacks (RBAC escalation check): the
+    driver's Role once named verbs the chart never gave the operator, and no pool could start."""
+    from sluice.api.pool import StreamingPool
+    from sluice.operator.builders import pool_objects
+
+    namespace = "ops-grants"
+    objects: list[dict[str, object]] = []
+    crds_installed.helm("install", "grants", str(ROOT), "--namespace", namespace, "--create-namespace")
+    try:
+        account = crds_installed.kubectl("get", "serviceaccounts", "-n", namespace, "-o", "name").stdout.split()
+        operator = next(a.split("/")[1] for a in account if "operator" in a)
+        pool = {"apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingPool",
+                "metadata": {"name": "grants", "uid": "0d6f0b7e-0000-4000-8000-000000000001"},
+                "spec": {"checkpoints": {"claimName": "grants-checkpoints"}}}
+        objects[:] = pool_objects(pool, StreamingPool.model_validate(pool), namespace, token="t")
+        # created for real, as the operator's own ServiceAccount (a dry run cannot bind the Role it
+        # did not store, so the RoleBinding's escalation check needs the Role to exist)
+        proc = crds_installed.kubectl(
+            "apply", "-f", "-", input=yaml.safe_dump_all(objects), check=False,
+            user=f"system:serviceaccount:{namespace}:{operator}",
+            groups=("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"))
+        assert proc.returncode == 0, proc.stderr
+        assert {o["kind"] for o in objects} <= {"ServiceAccount", "Role", "RoleBinding", "Secret", "ConfigMap",
+                                                 "Service", "Deployment"}
+    finally:
+        crds_installed.kubectl("delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(objects), check=False)
+        crds_installed.helm("uninstall", "grants", "--namespace", namespace, check=False)

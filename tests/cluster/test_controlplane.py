@@ -11,8 +11,7 @@ import pytest
 import yaml
 
 from sluice.api.manifest import parse_text
-
-from .controlplane import ControlPlane
+from sluice.testing.controlplane import ControlPlane
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]

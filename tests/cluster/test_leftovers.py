@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from sluice.testing.controlplane import build_binaries, reap_leftovers
 from sluice.testing.processes import RUN_DIR
 from sluice.testing.processes import alive as _alive
-
-from .controlplane import build_binaries, reap_leftovers
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +21,7 @@ SCRIPT = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from tests.cluster.controlplane import ControlPlane
+from sluice.testing.controlplane import ControlPlane
 plane = ControlPlane(Path({kube!r}), Path({helm!r}), Path({work!r})).start()
 print(" ".join(str(p.pid) for _, p in plane.procs), flush=True)
 time.sleep(600)
@@ -30,7 +29,7 @@ time.sleep(600)
 
 
 def test_leftovers_of_a_killed_run_are_reaped(tmp_path: Path) -> None:
-    kube, helm = build_binaries()
+    kube, helm = build_binaries()[:2]
     script = SCRIPT.format(root=str(ROOT), kube=str(kube), helm=str(helm), work=str(tmp_path))
     owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:

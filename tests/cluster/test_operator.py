@@ -25,9 +25,8 @@ from sluice.runtime.host import QueryHost
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.server import ServerThread
+from sluice.testing.controlplane import ControlPlane, free_port
 from sluice.testing.waiting import wait_for
-
-from .controlplane import ControlPlane, free_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
 SYSTEM = "sluice-system"

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from sluice.testing.controlplane import ControlPlane, free_port
 from sluice.testing.waiting import wait_for
-
-from .controlplane import ControlPlane, free_port
 
 pytestmark = [pytest.mark.cluster]
 ROOT = Path(__file__).resolve().parents[2]

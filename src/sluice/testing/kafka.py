@@ -66,10 +66,13 @@ class KafkaBroker:
     libs: Path | None = None
     started_in: float = 0.0
     topics: set[str] = field(default_factory=set)
+    host: str = "127.0.0.1"
+    """The address the broker listens on and advertises (the node tier: the node's IP, so pods
+    reach it)."""
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 90, attempts: int = 3) -> KafkaBroker:
         processes.reap_leftovers(["kafka.Kafka"])
@@ -109,8 +112,8 @@ class KafkaBroker:
         config.write_text("\n".join([
             "process.roles=broker,controller", "node.id=1",
             f"controller.quorum.voters=1@127.0.0.1:{controller}",
-            f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+            f"listeners=PLAINTEXT://{self.host}:{self.port},CONTROLLER://127.0.0.1:{controller}",
+            f"advertised.listeners=PLAINTEXT://{self.host}:{self.port}",
             "controller.listener.names=CONTROLLER", "inter.broker.listener.name=PLAINTEXT",
             "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             f"log.dirs={data / 'logs'}", "num.partitions=1", "auto.create.topics.enable=false",
@@ -138,7 +141,7 @@ class KafkaBroker:
         from confluent_kafka.admin import AdminClient
 
         try:  # the port first: librdkafka logs every refused connection
-            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            socket.create_connection((self.host, self.port), timeout=1).close()
         except OSError:
             return False
         try:

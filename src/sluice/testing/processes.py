@@ -28,12 +28,16 @@ def alive(pid: int) -> bool:
     return True
 
 
-def spawn(name: str, args: Sequence[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """Start a process in its own session, logging to `log`, with an owner-stamped pidfile."""
+def spawn(name: str, args: Sequence[str], log: Path, env: dict[str, str] | None = None,
+          owner: int | None = None) -> subprocess.Popen[bytes]:
+    """Start a process in its own session, logging to `log`, with an owner-stamped pidfile.
+
+    `owner` defaults to this process; a long-lived cluster (`sluice dev cluster up`) passes 1,
+    so no later run reaps it."""
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as handle:
         proc = subprocess.Popen(list(args), stdout=handle, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-    (RUN_DIR / f"{name}-{proc.pid}.pid").write_text(f"{proc.pid} {os.getpid()}")
+    (RUN_DIR / f"{name}-{proc.pid}.pid").write_text(f"{proc.pid} {owner or os.getpid()}")
     return proc
 
 

@@ -22,18 +22,23 @@ from pathlib import Path
 
 from sluice.testing import processes
 
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[3]
+"""The source checkout (the cluster and node tiers build their binaries with its scripts)."""
+SCRIPTS = ROOT / "tests" / "cluster"
 
 
 class ControlPlaneError(RuntimeError):
     """The control plane could not be built or started; the message says what to do."""
 
 
-def build_binaries() -> tuple[Path, Path]:
-    """Build or reuse the binaries; returns (kube bin dir, helm bin dir)."""
+def build_binaries(node: bool = False) -> list[Path]:
+    """Build or reuse the binaries; returns [kube bin dir, helm bin dir] (+ [CoreDNS dir] for `node`)."""
+    script = SCRIPTS / "build-binaries.sh"
+    if not script.exists():
+        raise ControlPlaneError(f"{script} is missing: the test clusters run from a source checkout of Sluice.")
     try:
         proc = subprocess.run(
-            [str(HERE / "build-binaries.sh")], capture_output=True, text=True, timeout=1800
+            [str(script), *(["--node"] if node else [])], capture_output=True, text=True, timeout=1800
         )
     except subprocess.TimeoutExpired:
         raise ControlPlaneError(
@@ -43,8 +48,8 @@ def build_binaries() -> tuple[Path, Path]:
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise ControlPlaneError(last)
-    kube, helm = proc.stdout.strip().splitlines()[-2:]
-    return Path(kube), Path(helm)
+    lines = proc.stdout.strip().splitlines()
+    return [Path(line) for line in lines[-(3 if node else 2):]]
 
 
 def free_port() -> int:
@@ -70,11 +75,21 @@ class ControlPlane:
     workdir: Path
     port: int = 0
     token: str = field(default_factory=lambda: secrets.token_hex(16))
+    address: str = "127.0.0.1"
+    """Where kube-apiserver listens and what it advertises (the node tier: the node's own IP, so
+    pods reach it through the `kubernetes` Service)."""
+    extra_args: list[str] = field(default_factory=list)
+    owner: int | None = None
+    """The pid whose death makes these processes leftovers (default: this process)."""
     procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+    sa_key: Path | None = None
+    """The service-account signing key (the controller-manager signs with it too)."""
+    data: Path | None = None
+    """This start's data directory (etcd, certificates, logs)."""
 
     @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
+        return f"https://{self.address}:{self.port}"
 
     @property
     def kubeconfig(self) -> Path:
@@ -95,13 +110,14 @@ class ControlPlane:
         raise ControlPlaneError(f"The test control plane did not start after {attempts} tries: {error}")
 
     def _spawn(self, name: str, args: list[str], log: Path) -> subprocess.Popen[bytes]:
-        proc = processes.spawn(name, args, log)
+        proc = processes.spawn(name, args, log, owner=self.owner)
         self.procs.append((name, proc))
         return proc
 
     def _start_once(self, attempt: int) -> None:
         data = self.workdir / f"try{attempt}"
         data.mkdir(parents=True, exist_ok=True)
+        self.data = data
         client, peer, self.port = free_port(), free_port(), free_port()
         etcd = self._spawn(
             "etcd",
@@ -120,6 +136,7 @@ class ControlPlane:
 
         sa_key = data / "sa.key"
         _write_rsa_key(sa_key)
+        self.sa_key = sa_key
         tokens = data / "tokens.csv"
         tokens.write_text(f'{self.token},sluice-admin,sluice-admin,"system:masters"\n')
         apiserver = self._spawn(
@@ -127,7 +144,7 @@ class ControlPlane:
             [
                 str(self.kube_bin / "kube-apiserver"),
                 "--etcd-servers", f"http://127.0.0.1:{client}",
-                "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+                "--bind-address", self.address, "--advertise-address", self.address,
                 "--secure-port", str(self.port), "--cert-dir", str(data / "certs"),
                 "--token-auth-file", str(tokens), "--authorization-mode", "RBAC",
                 "--service-account-issuer", "https://kubernetes.default.svc",
@@ -135,7 +152,7 @@ class ControlPlane:
                 "--service-account-signing-key-file", str(sa_key),
                 "--service-cluster-ip-range", "10.96.0.0/16",
                 "--allow-privileged=true", "--enable-priority-and-fairness=false",
-                "--profiling=false", "--v=0",
+                "--profiling=false", "--v=0", *self.extra_args,
             ],
             data / "apiserver.log",
         )

@@ -1,0 +1,466 @@
+"""A real single-node Kubernetes on this machine, for the node test tier and `sluice dev cluster`.
+
+The control plane of `controlplane.py` (etcd, kube-apiserver) on the node's own address, plus
+kube-controller-manager, kube-scheduler, containerd + runc, kubelet, kube-proxy (iptables mode)
+and CoreDNS, all built from the Go module proxy or installed from Debian's packages. Pods get
+addresses from a bridge CNI network; Services work through kube-proxy, `kubernetes.default.svc`
+included; DNS names resolve through CoreDNS, which runs on the host behind a selectorless
+`kube-dns` Service. Images come from `images/build-local.sh` (no registry) and are imported into
+containerd before the kubelet starts.
+
+What this machine taught (see docs/node-tier.md): runc cannot write oom_score_adj here, so
+containerd runs with `restrict_oom_score_adj` and kube-proxy with `--oom-score-adj 0`; kubelet
+1.34 must be told that cgroup v1 is allowed; the apiserver reaches the kubelet by the node's IP.
+
+Teardown undoes what start did on the host: pods deleted, processes stopped (containerd's shims
+too), mounts under the state directory, the `cni0` bridge, kube-proxy's iptables chains.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from . import processes
+from .controlplane import ROOT, ControlPlane, ControlPlaneError, build_binaries
+
+POD_CIDR = "10.244.0.0/24"
+SERVICE_CIDR = "10.96.0.0/16"
+DNS_SERVICE_IP = "10.96.0.10"
+DNS_PORT = 1053
+NODE_NAME = "sluice-node"
+BRIDGE = "cni0"
+MARKERS = ("containerd", "kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler", "coredns")
+SYSCTLS = {"net/ipv4/ip_forward": "1", "net/bridge/bridge-nf-call-iptables": "1",
+           "net/bridge/bridge-nf-call-ip6tables": "1"}
+
+
+class NodeError(ControlPlaneError):
+    """The node could not be had; the message is one sentence naming what is missing."""
+
+
+def node_ip() -> str:
+    """The address of the interface holding the default route (the node's InternalIP)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.connect(("192.0.2.254", 9))  # no packet is sent: this only picks the route
+        except OSError:
+            raise NodeError("This machine has no default route, so the node has no address pods can reach; "
+                            "bring up a network interface with one.") from None
+        address = str(sock.getsockname()[0])
+    if address.startswith("127."):
+        raise NodeError("The default route leads to loopback; the node needs an address pods can reach.")
+    return address
+
+
+def check_host() -> None:
+    """One sentence naming what this machine lacks for a node, or nothing."""
+    if os.geteuid() != 0:
+        raise NodeError("The node tier needs root (containerd, runc, iptables and mounts); run 'make test' as root.")
+    needed = {"containerd": "containerd", "runc": "runc", "ctr": "containerd", "iptables": "iptables",
+              "conntrack": "conntrack", "umoci": "umoci", "skopeo": "skopeo", "debootstrap": "debootstrap"}
+    missing = sorted({package for tool, package in needed.items() if shutil.which(tool) is None})
+    if not Path("/usr/lib/cni/bridge").exists():
+        missing.append("containernetworking-plugins")
+    if missing:
+        raise NodeError(f"The node tier needs {', '.join(missing)}; run tests/node/host-packages.sh as root to install them.")
+    cgroups = Path("/sys/fs/cgroup")
+    if not (cgroups / "memory").is_dir() and not (cgroups / "cgroup.controllers").exists():
+        raise NodeError("No cgroup filesystem is mounted at /sys/fs/cgroup; the kubelet needs cgroups (v1 or v2).")
+    if not Path("/proc/sys/net/bridge").exists():
+        with contextlib.suppress(FileNotFoundError, subprocess.SubprocessError):
+            subprocess.run(["modprobe", "br_netfilter"], capture_output=True, timeout=30)
+        if not Path("/proc/sys/net/bridge").exists():
+            raise NodeError("The kernel's br_netfilter is missing (no /proc/sys/net/bridge); Services need it: modprobe br_netfilter.")
+
+
+def build_images() -> dict[str, tuple[Path, str]]:
+    """Build or reuse the three images; returns {name: (docker-archive tarball, tag)}."""
+    script = ROOT / "images" / "build-local.sh"
+    python = os.environ.get("SLUICE_IMAGE_PYTHON") or _venv_python()
+    try:
+        proc = subprocess.run([str(script)], capture_output=True, text=True, timeout=1800,
+                              env={**os.environ, "PYTHON": python})
+    except subprocess.TimeoutExpired:
+        raise NodeError("Building the images took over 30 minutes; run images/build-local.sh alone to see its progress.") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise NodeError(f"Building the images failed: {last}")
+    images = {}
+    for line in proc.stdout.strip().splitlines():
+        name, tarball, tag = line.split()
+        images[name] = (Path(tarball), tag)
+    return images
+
+
+def _venv_python() -> str:
+    import sys
+
+    return sys.executable
+
+
+@dataclass
+class NodeCluster:
+    """A one-node Kubernetes rooted at `workdir`; `kubeconfig` is an admin's."""
+
+    workdir: Path
+    owner: int | None = None
+    plane: ControlPlane | None = None
+    procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+    ip: str = ""
+    images: dict[str, tuple[Path, str]] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def kubeconfig(self) -> Path:
+        assert self.plane is not None
+        return self.plane.kubeconfig
+
+    @property
+    def state(self) -> Path:
+        return self.workdir / "node"
+
+    def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        proc = processes.spawn(name, args, self.state / f"{name}.log", env=env, owner=self.owner)
+        self.procs.append((name, proc))
+        return proc
+
+    # ------------------------------------------------------------------ start
+
+    def start(self) -> NodeCluster:
+        check_host()
+        reap_leftovers()
+        started = time.monotonic()
+        kube, helm, coredns = build_binaries(node=True)
+        self.timings["binaries_s"] = time.monotonic() - started
+        mark = time.monotonic()
+        self.images = build_images()
+        self.timings["images_s"] = time.monotonic() - mark
+        mark = time.monotonic()
+        self.ip = node_ip()
+        if self.state.exists():
+            _unmount_under(self.state)
+            shutil.rmtree(self.state, ignore_errors=True)
+        self.state.mkdir(parents=True)
+        try:
+            self._host_network()
+            self.plane = ControlPlane(kube, helm, self.workdir / "controlplane", address=self.ip, owner=self.owner,
+                                      extra_args=["--kubelet-preferred-address-types", "InternalIP,Hostname",
+                                                  "--service-node-port-range", "30000-32767"])
+            self.plane.start()
+            self._controllers(kube)
+            self._containerd()
+            self._import_images()
+            self._kubelet(kube)
+            self._kube_proxy(kube)
+            self._dns(coredns)
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        self.timings["up_s"] = time.monotonic() - mark
+        return self
+
+    def _host_network(self) -> None:
+        self._saved_sysctls = {}
+        for key, value in SYSCTLS.items():
+            path = Path("/proc/sys") / key
+            self._saved_sysctls[key] = path.read_text().strip()
+            path.write_text(value)
+        net = self.state / "cni" / "net.d"
+        net.mkdir(parents=True)
+        (net / "10-sluice.conflist").write_text(json.dumps({
+            "cniVersion": "1.0.0", "name": "sluice",
+            "plugins": [
+                {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": True, "hairpinMode": True,
+                 "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR}]], "routes": [{"dst": "0.0.0.0/0"}],
+                          "dataDir": str(self.state / "cni" / "ipam")}},
+                {"type": "portmap", "capabilities": {"portMappings": True}},
+            ],
+        }, indent=2))
+
+    def _controllers(self, kube: Path) -> None:
+        assert self.plane is not None and self.plane.sa_key is not None and self.plane.data is not None
+        config = str(self.kubeconfig)
+        self._spawn("kube-controller-manager", [
+            str(kube / "kube-controller-manager"), "--kubeconfig", config, "--authentication-kubeconfig", config,
+            "--authorization-kubeconfig", config, "--service-account-private-key-file", str(self.plane.sa_key),
+            "--root-ca-file", str(self.plane.data / "certs" / "apiserver.crt"),
+            "--cluster-signing-duration", "24h", "--leader-elect=false", "--bind-address", "127.0.0.1",
+            "--secure-port", "0", "--controllers", "*,-nodeipam,-cloud-node-lifecycle,-service,-route",
+            "--node-monitor-grace-period", "40s", "--v=0",
+        ])
+        self._spawn("kube-scheduler", [
+            str(kube / "kube-scheduler"), "--kubeconfig", config, "--authentication-kubeconfig", config,
+            "--authorization-kubeconfig", config, "--leader-elect=false", "--bind-address", "127.0.0.1",
+            "--secure-port", "0", "--v=0",
+        ])
+
+    @property
+    def containerd_socket(self) -> Path:
+        return self.state / "containerd" / "containerd.sock"
+
+    def _containerd(self) -> None:
+        root = self.state / "containerd"
+        root.mkdir(parents=True, exist_ok=True)
+        pause = self.images["pause"][1]
+        config = root / "config.toml"
+        config.write_text(f'''version = 2
+root = "{root / 'root'}"
+state = "{root / 'state'}"
+[grpc]
+  address = "{self.containerd_socket}"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{pause}"
+  # runc cannot write /proc/self/oom_score_adj in this VM (no CAP_SYS_RESOURCE)
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "{self.state / 'cni' / 'net.d'}"
+''')
+        proc = self._spawn("containerd", ["containerd", "--config", str(config)])
+        self._until(lambda: self.containerd_socket.exists() and self._ctr("version", check=False).returncode == 0,
+                    proc, "containerd", 30)
+
+    def _ctr(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(["ctr", "--address", str(self.containerd_socket), "-n", "k8s.io", *args],
+                              capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise NodeError(f"ctr {' '.join(args[:2])} failed: {proc.stderr.strip()[:300]}")
+        return proc
+
+    def _import_images(self) -> None:
+        for _name, (tarball, _tag) in self.images.items():
+            self._ctr("images", "import", str(tarball))
+
+    def _kubelet(self, kube: Path) -> None:
+        root = self.state / "kubelet"
+        root.mkdir(parents=True)
+        config = root / "config.yaml"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+            "cgroupDriver": "cgroupfs",
+            "failCgroupV1": False,  # this VM mounts cgroup v1; kubelet 1.34 refuses it unless told
+            "failSwapOn": False,
+            "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+            "authorization": {"mode": "AlwaysAllow"},
+            "clusterDNS": [DNS_SERVICE_IP], "clusterDomain": "cluster.local",
+            "containerRuntimeEndpoint": f"unix://{self.containerd_socket}",
+            "podLogsDir": str(self.state / "pod-logs"),
+            "resolvConf": "/etc/resolv.conf",
+            "serializeImagePulls": False,
+            "imageGCHighThresholdPercent": 100,
+            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "2%", "imagefs.available": "2%"},
+            "readOnlyPort": 0, "healthzPort": 0, "port": 10250,
+            "syncFrequency": "10s", "fileCheckFrequency": "10s",
+        }))
+        self._spawn("kubelet", [
+            str(kube / "kubelet"), "--config", str(config), "--kubeconfig", str(self.kubeconfig),
+            "--root-dir", str(root), "--node-ip", self.ip, "--hostname-override", NODE_NAME,
+            "--cert-dir", str(root / "pki"), "--v=0",
+        ])
+
+    def _kube_proxy(self, kube: Path) -> None:
+        self._spawn("kube-proxy", [
+            str(kube / "kube-proxy"), "--kubeconfig", str(self.kubeconfig), "--proxy-mode", "iptables",
+            "--cluster-cidr", POD_CIDR, "--hostname-override", NODE_NAME,
+            "--oom-score-adj", "0",  # as for runc: the VM refuses oom_score_adj writes
+            "--conntrack-max-per-core", "0", "--healthz-bind-address", "127.0.0.1:10256",
+            "--metrics-bind-address", "127.0.0.1:10249", "--v=0",
+        ])
+
+    def _dns(self, coredns: Path) -> None:
+        corefile = self.state / "Corefile"
+        corefile.write_text(f""".:{DNS_PORT} {{
+    bind {self.ip}
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {{
+        kubeconfig {self.kubeconfig} sluice-test
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }}
+    forward . /etc/resolv.conf
+    cache 10
+    loop
+}}
+""")
+        self._spawn("coredns", [str(coredns / "coredns"), "-conf", str(corefile)])
+        manifests = [
+            {"apiVersion": "v1", "kind": "Service",
+             "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}},
+             "spec": {"clusterIP": DNS_SERVICE_IP, "ports": [
+                 {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": DNS_PORT},
+                 {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": DNS_PORT}]}},
+            {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+             "metadata": {"name": "kube-dns-host", "namespace": "kube-system",
+                          "labels": {"kubernetes.io/service-name": "kube-dns",
+                                     "endpointslice.kubernetes.io/managed-by": "sluice.dev-node-tier"}},
+             "addressType": "IPv4", "endpoints": [{"addresses": [self.ip], "conditions": {"ready": True}}],
+             "ports": [{"name": "dns", "port": DNS_PORT, "protocol": "UDP"},
+                       {"name": "dns-tcp", "port": DNS_PORT, "protocol": "TCP"}]},
+        ]
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(manifests))
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for name, proc in self.procs:
+                if proc.poll() is not None:
+                    raise NodeError(f"{name} exited with code {proc.returncode}: {_tail(self.state / f'{name}.log')}")
+            ready = self.kubectl("get", "node", NODE_NAME, "-o",
+                                 "jsonpath={.status.conditions[?(@.type=='Ready')].status}", check=False)
+            account = self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False)
+            if ready.stdout.strip() == "True" and account.returncode == 0:
+                return
+            time.sleep(0.5)
+        raise NodeError(f"The node did not become Ready within 120 s (kubelet: {_tail(self.state / 'kubelet.log')})")
+
+    def _until(self, check: object, proc: subprocess.Popen[bytes], what: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise NodeError(f"{what} exited with code {proc.returncode}: {_tail(self.state / f'{what}.log')}")
+            if callable(check) and check():
+                return
+            time.sleep(0.2)
+        raise NodeError(f"{what} did not start within {timeout:.0f} s: {_tail(self.state / f'{what}.log')}")
+
+    # ------------------------------------------------------------------ tools
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        assert self.plane is not None
+        command = [str(self.plane.kube_bin / "kubectl"), "--kubeconfig", str(self.kubeconfig), *args]
+        proc = subprocess.run(command, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc
+
+    # ------------------------------------------------------------------ stop
+
+    def stop(self) -> None:
+        """Delete every pod, stop every process, undo the host changes (safe to call twice)."""
+        names = dict(self.procs)
+        if self.plane is not None and "kubelet" in names and names["kubelet"].poll() is None:
+            with contextlib.suppress(Exception):
+                self.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=5", "--wait=true",
+                             "--timeout=60s", check=False, timeout=90)
+        for name, proc in reversed(self.procs):
+            if name != "containerd":
+                processes.stop(name, proc)
+        if "containerd" in names and names["containerd"].poll() is None:
+            self._kill_tasks()
+            processes.stop("containerd", names["containerd"])
+        self.procs.clear()
+        kill_shims(self.state)
+        if self.plane is not None:
+            self.plane.stop()
+        self._undo_host()
+
+    def _kill_tasks(self) -> None:
+        with contextlib.suppress(Exception):
+            tasks = self._ctr("tasks", "list", "-q", check=False, timeout=30).stdout.split()
+            for task in tasks:
+                self._ctr("tasks", "kill", "-s", "SIGKILL", task, check=False, timeout=30)
+            for container in self._ctr("containers", "list", "-q", check=False, timeout=30).stdout.split():
+                self._ctr("tasks", "delete", "-f", container, check=False, timeout=30)
+
+    def _undo_host(self) -> None:
+        undo_host(self.state, getattr(self, "_saved_sysctls", {}))
+
+
+def kill_shims(state: Path) -> None:
+    """SIGKILL containerd's shims (and so their containers) started for `state`."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+            if "containerd-shim" in cmdline and str(state) in (proc / "environ").read_bytes().decode(errors="replace") + cmdline:
+                os.killpg(int(proc.name), signal.SIGKILL)
+    # the shims run each pod in its own cgroup under kubepods: kill what is left there
+    for cgroup in Path("/sys/fs/cgroup").glob("*/kubepods"):
+        for tasks in cgroup.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                for pid in tasks.read_text().split():
+                    os.kill(int(pid), signal.SIGKILL)
+
+
+def undo_host(state: Path, sysctls: dict[str, str]) -> None:
+    _unmount_under(state)
+    subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True)
+    for tool in ("iptables", "ip6tables"):
+        _flush_chains(tool)
+    for cgroup in sorted(Path("/sys/fs/cgroup").glob("*/kubepods"), reverse=True):
+        for directory in sorted((p for p in cgroup.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        with contextlib.suppress(OSError):
+            cgroup.rmdir()
+    for key, value in sysctls.items():
+        with contextlib.suppress(OSError):
+            (Path("/proc/sys") / key).write_text(value)
+    with contextlib.suppress(OSError):
+        for link in Path("/var/log/containers").glob("*.log"):
+            link.unlink()
+    # network namespaces containerd pinned for pods the kubelet had no time to tear down
+    for netns in Path("/run/netns").glob("cni-*"):
+        subprocess.run(["umount", str(netns)], capture_output=True)
+        with contextlib.suppress(OSError):
+            netns.unlink()
+
+
+def _flush_chains(tool: str) -> None:
+    """Remove kube-proxy's and the CNI plugins' chains (KUBE-*, CNI-*) from every table."""
+    if shutil.which(tool) is None:
+        return
+    for table in ("filter", "nat", "mangle"):
+        listing = subprocess.run([tool, "-t", table, "-S"], capture_output=True, text=True).stdout.splitlines()
+        ours = [line for line in listing if line.startswith("-A ") and ("KUBE-" in line or "CNI-" in line)]
+        for rule in ours:
+            chain = rule.split()[1]
+            if not chain.startswith(("KUBE-", "CNI-")):  # a jump from a built-in chain into ours
+                subprocess.run([tool, "-t", table, "-D", *rule.split()[1:]], capture_output=True)
+        for line in listing:
+            if line.startswith("-N ") and line.split()[1].startswith(("KUBE-", "CNI-")):
+                subprocess.run([tool, "-t", table, "-F", line.split()[1]], capture_output=True)
+        for line in listing:
+            if line.startswith("-N ") and line.split()[1].startswith(("KUBE-", "CNI-")):
+                subprocess.run([tool, "-t", table, "-X", line.split()[1]], capture_output=True)
+
+
+def _unmount_under(path: Path) -> None:
+    """Unmount everything mounted below `path` (deepest first)."""
+    prefix = str(path.resolve())
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    for mount in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
+        subprocess.run(["umount", "-l", mount], capture_output=True)
+
+
+def _tail(log: Path, lines: int = 3) -> str:
+    try:
+        return " / ".join(log.read_text(errors="replace").strip().splitlines()[-lines:])[-600:]
+    except OSError:
+        return "no log"
+
+
+def reap_leftovers() -> list[int]:
+    """Kill node processes (and the control plane) that a killed earlier run left behind."""
+    return processes.reap_leftovers((*MARKERS, "etcd", "kube-apiserver"))
