@@ -100,6 +100,7 @@ PY
   umoci insert --image "$work/oci:base" "$work/site" "$site" >&2
   rm -rf "$work/rootfs" "$work/site"
   mv "$work" "$out"
+  find "$cache" -maxdepth 1 -name "base-$name-*" ! -path "$out" -exec rm -rf {} +
   say "built the $name base in $((SECONDS - start)) s"
   echo "$out"
 }
@@ -133,6 +134,8 @@ app() {
   umoci config --image "$work/oci:base" "$@" >&2
   to_archive "$work/oci" base "$tag" "$out"
   rm -rf "$work"
+  # keep one tarball per image: every code change makes a new one (~1 GB for the runtime)
+  find "$cache" -maxdepth 1 -name "$name-*.tar" ! -path "$out" -delete
   say "built the $name image in $((SECONDS - start)) s ($(du -m "$out" | cut -f1) MB)"
   echo "$name $out $tag"
 }

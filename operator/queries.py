@@ -127,6 +127,23 @@ async def deregister_query(body: kopf.Body, name: str, namespace: str | None, re
               message=f"removed from pool '{pool}'." if hosted else f"pool '{pool}' no longer hosted it.")
 
 
+async def _reregister(body: kopf.Body, name: str, namespace: str, runtime: RuntimeClient, pool_body: dict[str, Any],
+                      patch: kopf.Patch) -> None:
+    manifest: dict[str, Any] = {k: body[k] for k in MANIFEST_KEYS}
+    manifest["metadata"] = {"name": name, "namespace": namespace}
+    quota = pool_model(pool_body).spec.quotas.get(namespace)
+    try:
+        registration = await runtime.register(manifest, quota.weight if quota else 1.0)
+    except (RuntimeUnreachable, RuntimeRefused) as error:
+        patch.status["message"] = f"the pool's runtime no longer hosts the query and did not take it again ({error})."
+        return
+    patch.status["phase"] = registration.phase
+    patch.status["message"] = registration.message
+    kopf.info(body, reason="Reregistered",
+              message=f"pool '{body['spec'].get('pool')}' runtime restarted; registered again, resuming from the checkpoint "
+                      f"({registration.phase}).")
+
+
 @kopf.timer(GROUP, VERSION, QUERIES, interval=settings.current().status_interval, initial_delay=2)
 async def sync_query(body: kopf.Body, name: str, namespace: str | None, meta: kopf.Meta, patch: kopf.Patch,
                      **_: Any) -> None:
@@ -146,6 +163,9 @@ async def sync_query(body: kopf.Body, name: str, namespace: str | None, meta: ko
     except RuntimeRefused:
         return
     if status is None:
+        # the runtime answers but does not host the query: its driver restarted (a new pod, or the
+        # old one rescheduled). Register it again; it resumes from its checkpoint.
+        await _reregister(body, name, namespace, runtime, pool_body, patch)
         return
     patch.status["phase"] = status.phase
     patch.status["message"] = status.message

@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> None:
     if not args.executor_grace >= 0:
         parser.error(f"--executor-grace {args.executor_grace}: give 0 or more seconds")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # py4j logs every call from the JVM at INFO
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # probes and the operator's polls
     token = _token(args)
     extra = {}
     for item in args.conf:

@@ -79,7 +79,7 @@ class QueryHost:
         self.gate = Gate(spark, gate, fixed_pool or (lambda q: None), self.metrics, self.lock, clock)
         self._owner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sluice-lifecycle")
         self._closed = threading.Event()
-        self._listener = listen(spark, on_progress=self.on_progress)
+        self._listener = listen(spark, on_progress=self.on_progress, on_idle=self.on_idle)
         self._stages: StagePoller | None = None
         ui = spark.sparkContext.uiWebUrl
         if ui:
@@ -140,6 +140,11 @@ class QueryHost:
 
     def _add(self, query: StreamingQuery, weight: float) -> HostedQuery:
         old = self.queries.get(query.key)
+        if (old is not None and old.phase == "Running" and old.spec == query_spec(query, weight)
+                and old.query.model_dump(mode="json") == query.model_dump(mode="json")):
+            # the same registration again (an operator restart resumes every query): a restart
+            # would re-run the batch in flight, so keep it running
+            return old
         if old is not None:  # stopped while still listed: status never answers 404 mid-update
             self._stop(old)
             self.metrics.forget(old.query.tenant, query.key)
@@ -203,6 +208,7 @@ class QueryHost:
             return
         with self.lock:
             hosted.handle = handle
+            hosted.spark_id = str(handle.id)
         self._set_phase(hosted, "Running", "")
 
     def _start_realtime(self, hosted: HostedQuery) -> None:
@@ -370,6 +376,15 @@ class QueryHost:
         self.metrics.latency_p99.labels(*labels).set_function(read(lambda s: s.p99))
         self.metrics.attainment.labels(*labels).set_function(read(lambda s: s.attainment))
 
+    def on_idle(self, spark_id: str) -> None:
+        """Spark reports a query idle (no new data; since Spark 3.5 no progress event says so): its
+        input rate is zero now, not the last batch's. DS2 sizes on these rates."""
+        with self.lock:
+            for hosted in self.queries.values():
+                if hosted.spark_id == spark_id:
+                    hosted.input_rate = hosted.processing_rate = 0.0
+                    self.metrics.input_rate.labels(hosted.query.tenant, hosted.query.key).set(0.0)
+
     def on_progress(self, name: str, progress: Any) -> None:
         """A batch's StreamingQueryProgress (from Spark's listener bus): rates, phase times, state,
         and the batch's latency from the production times Spark observed inside its write."""
@@ -464,8 +479,9 @@ def one_line(error: BaseException) -> str:
 
 
 def listen(spark: Any, on_progress: Callable[[str, Any], None] | None = None,
-           on_started: Callable[[str], None] | None = None) -> Any:
-    """Attach a StreamingQueryListener calling back with (query name, progress) and (query name)."""
+           on_started: Callable[[str], None] | None = None, on_idle: Callable[[str], None] | None = None) -> Any:
+    """Attach a StreamingQueryListener calling back with (query name, progress), (query name) and,
+    for a query with no new data, (Spark's query id)."""
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
     class Listener(StreamingQueryListener):
@@ -478,7 +494,8 @@ def listen(spark: Any, on_progress: Callable[[str, Any], None] | None = None,
                 on_progress(event.progress.name, event.progress)
 
         def onQueryIdle(self, event: Any) -> None:
-            return None
+            if on_idle is not None:
+                on_idle(str(event.id))
 
         def onQueryTerminated(self, event: Any) -> None:
             return None

@@ -46,6 +46,8 @@ class HostedQuery:
     spec: QuerySpec
     handle: Any = None
     """Spark's StreamingQuery, while it runs."""
+    spark_id: str = ""
+    """Spark's id of the query (kept in its checkpoint), for the listener's idle events."""
     phase: QueryPhase = "Pending"
     message: str = ""
     batches: int = 0

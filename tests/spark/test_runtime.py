@@ -265,6 +265,43 @@ def test_restart_from_checkpoint_loses_nothing(spark: Any, host_factory: Any, tm
     assert sorted(ids) == list(range(120))  # every row exactly once across the restart
 
 
+def test_registering_the_same_query_again_keeps_it_running(host_factory: Any, tmp_path: Path) -> None:
+    """An operator restart registers every query again: the same registration must not restart
+    the query (a restart re-runs the batch in flight, doubling rows at an at-least-once sink)."""
+    data = tmp_path / "in"
+    spec = query("keep", "t", files_source(data), [{"filter": "amount >= 0"}])
+    host = host_factory(None, tmp_path / "ck")
+    hosted = host.add(spec)
+    wait_for(lambda: hosted.phase == "Running" and hosted.handle is not None, what="the query running")
+    first = hosted.handle.id
+    assert host.add(spec) is hosted and hosted.handle.id == first
+    changed = query("keep", "t", files_source(data), [{"filter": "amount >= 1"}])
+    restarted = host.add(changed)
+    assert restarted is not hosted  # a changed spec restarts it, from its checkpoint
+    wait_for(lambda: restarted.phase == "Running" and restarted.handle is not None, what="the changed query running")
+    assert restarted.handle.id == first  # Spark's query id lives in the checkpoint: the same query resumed
+
+
+def test_an_idle_query_reports_no_input(spark: Any, host_factory: Any, tmp_path: Path) -> None:
+    """Since Spark 3.5 an idle query sends no progress event, only an idle one: its input rate must
+    fall to zero then, or DS2 keeps sizing the pool for the last batch's rate forever."""
+    data = tmp_path / "in"
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "500ms")
+    try:
+        host = host_factory(None, tmp_path / "ck")
+        hosted = host.add(query("idle", "t", files_source(data), [{"filter": "amount >= 0"}]))
+        for n in range(1, 30):  # Spark's first batch reports no rate (no earlier trigger to measure from)
+            write_rows(data, f"{n}.json", [{"id": i, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}
+                                          for i in range(10)])
+            if host.status("t/idle").input_rate > 0:
+                break
+            time.sleep(0.5)
+        assert host.status("t/idle").input_rate > 0, "no batch reported an input rate"
+        wait_for(lambda: host.status("t/idle").input_rate == 0, timeout=15, what="the rate falling to zero while idle")
+    finally:
+        spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
+
+
 def test_a_failing_query_fails_alone(host_factory: Any, tmp_path: Path) -> None:
     good_in = tmp_path / "good"
     host = host_factory(LocalScheduler(Scheduler("cameo", capacity=2)))

@@ -207,10 +207,10 @@ class ControlPlane:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
         return proc
 
-    def helm(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def helm(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "HELM_CACHE_HOME": str(self.workdir / "helm"), "HELM_CONFIG_HOME": str(self.workdir / "helm"),
                "HELM_DATA_HOME": str(self.workdir / "helm"), "KUBECONFIG": str(self.kubeconfig)}
-        proc = subprocess.run([str(self.helm_bin / "helm"), *args], capture_output=True, text=True, timeout=120, env=env)
+        proc = subprocess.run([str(self.helm_bin / "helm"), *args], capture_output=True, text=True, timeout=timeout, env=env)
         if check and proc.returncode != 0:
             raise AssertionError(f"helm {' '.join(args)} failed: {proc.stdout.strip()} {proc.stderr.strip()}")
         return proc

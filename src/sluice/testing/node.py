@@ -8,7 +8,7 @@ included; DNS names resolve through CoreDNS, which runs on the host behind a sel
 `kube-dns` Service. Images come from `images/build-local.sh` (no registry) and are imported into
 containerd before the kubelet starts.
 
-What this machine taught (see docs/node-tier.md): runc cannot write oom_score_adj here, so
+What this machine taught (README, Development): runc cannot write oom_score_adj here, so
 containerd runs with `restrict_oom_score_adj` and kube-proxy with `--oom-score-adj 0`; kubelet
 1.34 must be told that cgroup v1 is allowed; the apiserver reaches the kubelet by the node's IP.
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -140,6 +141,10 @@ class NodeCluster:
     def start(self) -> NodeCluster:
         check_host()
         reap_leftovers()
+        running = active_record()
+        if running is not None:
+            raise NodeError(f"A node cluster of process {running['owner']} is running (state {running['state']}); "
+                            "stop it first (for a dev cluster: sluice dev cluster down).")
         started = time.monotonic()
         kube, helm, coredns = build_binaries(node=True)
         self.timings["binaries_s"] = time.monotonic() - started
@@ -154,6 +159,10 @@ class NodeCluster:
         self.state.mkdir(parents=True)
         try:
             self._host_network()
+            RECORD.write_text(json.dumps({"owner": self.owner or os.getpid(), "state": str(self.state),
+                                          "sysctls": self._saved_sysctls, "workdir": str(self.workdir),
+                                          "kubectl": str(kube / "kubectl"),
+                                          "kubeconfig": str(self.workdir / "controlplane" / "kubeconfig")}))
             self.plane = ControlPlane(kube, helm, self.workdir / "controlplane", address=self.ip, owner=self.owner,
                                       extra_args=["--kubelet-preferred-address-types", "InternalIP,Hostname",
                                                   "--service-node-port-range", "30000-32767"])
@@ -353,12 +362,17 @@ state = "{root / 'state'}"
             raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
         return proc
 
+    def helm(self, *args: str) -> subprocess.CompletedProcess[str]:
+        assert self.plane is not None
+        return self.plane.helm(*args, check=False, timeout=400)
+
     # ------------------------------------------------------------------ stop
 
     def stop(self) -> None:
         """Delete every pod, stop every process, undo the host changes (safe to call twice)."""
         names = dict(self.procs)
         if self.plane is not None and "kubelet" in names and names["kubelet"].poll() is None:
+            self._save_logs()
             with contextlib.suppress(Exception):
                 self.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=5", "--wait=true",
                              "--timeout=60s", check=False, timeout=90)
@@ -373,6 +387,20 @@ state = "{root / 'state'}"
         if self.plane is not None:
             self.plane.stop()
         self._undo_host()
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(RECORD.read_text()).get("state") == str(self.state):
+                RECORD.unlink()
+
+    def _save_logs(self) -> None:
+        """Every container's log into `workdir/logs` before the pods go (kubelet deletes them)."""
+        source = self.state / "pod-logs"
+        target = self.workdir / "logs"
+        with contextlib.suppress(OSError):
+            for log in source.glob("*/*/*.log"):
+                pod = log.parent.parent.name.rsplit("_", 1)[0]
+                destination = target / f"{pod}_{log.parent.name}_{log.name}"
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(log, destination)
 
     def _kill_tasks(self) -> None:
         with contextlib.suppress(Exception):
@@ -435,9 +463,9 @@ def _flush_chains(tool: str) -> None:
         listing = subprocess.run([tool, "-t", table, "-S"], capture_output=True, text=True).stdout.splitlines()
         ours = [line for line in listing if line.startswith("-A ") and ("KUBE-" in line or "CNI-" in line)]
         for rule in ours:
-            chain = rule.split()[1]
-            if not chain.startswith(("KUBE-", "CNI-")):  # a jump from a built-in chain into ours
-                subprocess.run([tool, "-t", table, "-D", *rule.split()[1:]], capture_output=True)
+            words = shlex.split(rule)  # comments are quoted: "kubernetes service portals"
+            if not words[1].startswith(("KUBE-", "CNI-")):  # a jump from a built-in chain into ours
+                subprocess.run([tool, "-t", table, "-D", *words[1:]], capture_output=True)
         for line in listing:
             if line.startswith("-N ") and line.split()[1].startswith(("KUBE-", "CNI-")):
                 subprocess.run([tool, "-t", table, "-F", line.split()[1]], capture_output=True)
@@ -461,6 +489,121 @@ def _tail(log: Path, lines: int = 3) -> str:
         return "no log"
 
 
+RECORD = processes.RUN_DIR / "node.json"
+"""The running node's owner, state directory and the sysctls it changed (for a later run's cleanup)."""
+
+
+def active_record() -> dict[str, object] | None:
+    """The record of a node cluster whose owner still runs, if any."""
+    try:
+        record = json.loads(RECORD.read_text())
+    except (OSError, ValueError):
+        return None
+    return record if processes.alive(int(record["owner"])) and int(record["owner"]) != os.getpid() else None
+
+
 def reap_leftovers() -> list[int]:
-    """Kill node processes (and the control plane) that a killed earlier run left behind."""
-    return processes.reap_leftovers((*MARKERS, "etcd", "kube-apiserver"))
+    """Undo what a killed earlier run left behind: its processes (node and control plane), its
+    containers, mounts, bridge, iptables chains and sysctls."""
+    reaped = processes.reap_leftovers((*MARKERS, "etcd", "kube-apiserver"))
+    try:
+        record = json.loads(RECORD.read_text())
+    except (OSError, ValueError):
+        return reaped
+    if processes.alive(int(record["owner"])):
+        return reaped
+    state = Path(record["state"])
+    kill_shims(state)
+    undo_host(state, dict(record.get("sysctls") or {}))
+    RECORD.unlink(missing_ok=True)
+    return reaped
+
+
+# ---------------------------------------------------------------------- `sluice dev cluster`
+
+DEV_OWNER = 1
+"""A dev cluster's processes are stamped with PID 1 as their owner: they outlive the command that
+started them, no test run reaps them, and a test run refuses to start beside them."""
+
+
+def dev_up(workdir: Path) -> NodeCluster:
+    """Start a node that keeps running after this process exits."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    cluster = NodeCluster(workdir, owner=DEV_OWNER)
+    cluster.start()
+    return cluster
+
+
+def dev_record() -> dict[str, str] | None:
+    try:
+        record = json.loads(RECORD.read_text())
+    except (OSError, ValueError):
+        return None
+    return record if int(record.get("owner", 0)) == DEV_OWNER else None
+
+
+def dev_down() -> bool:
+    """Stop the dev cluster (pods deleted first, then every process, then the host undone)."""
+    record = dev_record()
+    if record is None:
+        return False
+    kubectl, kubeconfig = record.get("kubectl", ""), record.get("kubeconfig", "")
+    if kubectl and Path(kubectl).exists():
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            subprocess.run([kubectl, "--kubeconfig", kubeconfig, "delete", "pods", "--all", "--all-namespaces",
+                            "--grace-period=5", "--timeout=60s"], capture_output=True, timeout=90)
+    recorded = []
+    for pidfile in processes.RUN_DIR.glob("*.pid"):
+        with contextlib.suppress(ValueError, OSError):
+            pid, owner = (int(x) for x in pidfile.read_text().split())
+            if owner == DEV_OWNER:
+                recorded.append((pidfile, pid))
+    # containerd last: the others first, so nothing restarts a container while it goes
+    recorded.sort(key=lambda item: item[0].name.startswith("containerd"))
+    for pidfile, pid in recorded:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while processes.alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        pidfile.unlink(missing_ok=True)
+    state = Path(record["state"])
+    kill_shims(state)
+    undo_host(state, dict(record.get("sysctls") or {}))  # type: ignore[arg-type]
+    RECORD.unlink(missing_ok=True)
+    return True
+
+
+@dataclass
+class ExternalCluster:
+    """A cluster run by someone else (e2e/kind.sh): the node tier's tests against it, with kubectl
+    and helm from PATH. Pods reach this host (the Kafka broker) at `ip`; the images must already be
+    on the nodes (kind load docker-image)."""
+
+    workdir: Path
+    kubeconfig: Path
+    ip: str
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def start(self) -> ExternalCluster:
+        for tool in ("kubectl", "helm"):
+            if shutil.which(tool) is None:
+                raise NodeError(f"Running the node tier against {self.kubeconfig} needs {tool} on PATH.")
+        return self
+
+    def stop(self) -> None:
+        """Nothing to stop: the cluster belongs to whoever started it."""
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(["kubectl", "--kubeconfig", str(self.kubeconfig), *args], input=input,
+                              capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc
+
+    def helm(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["helm", "--kubeconfig", str(self.kubeconfig), *args], capture_output=True, text=True,
+                              timeout=400)

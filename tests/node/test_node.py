@@ -1,0 +1,304 @@
+"""The user's path with real pods: `helm install`, a pool's driver and Spark executor pods, a Kafka
+query, `kubectl scale`, DS2, a killed driver, deletion. Nothing here plays the kubelet.
+
+The tests run in file order against one node and one release (each step builds on the last, as a
+user's session does). Sized for this 2-core node: the pool is examples/pool.yaml with its pods'
+CPU requests lowered to 500m (Spark still runs 2 task slots per executor), so the driver and two
+executors fit beside the operator.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sluice.api.constants import CONTROL_PORT, OPERATOR_METRICS_PORT
+from sluice.testing.kafka import KafkaBroker
+from sluice.testing.load import EVENT_SCHEMA, LoadPlan, generate
+from sluice.testing.node import NodeCluster
+from sluice.testing.waiting import wait_for
+
+pytestmark = [pytest.mark.node, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+NS = "sluice-system"
+POOL = "shared"
+DRIVER = f"sluice.dev/pool={POOL},sluice.dev/role=driver"
+EXECUTORS = f"sluice.dev/pool={POOL},spark-role=executor"
+
+
+# ---------------------------------------------------------------------------------------- helpers
+
+
+def get(node: NodeCluster, *args: str) -> Any:
+    proc = node.kubectl("get", *args, "-o", "json", check=False)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def pods(node: NodeCluster, selector: str, phase: str = "Running") -> list[dict[str, Any]]:
+    items = (get(node, "pods", "-n", NS, "-l", selector) or {"items": []})["items"]
+    return [p for p in items if p["status"].get("phase") == phase and not p["metadata"].get("deletionTimestamp")]
+
+
+def ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or [])
+
+
+def query_status(node: NodeCluster, name: str) -> dict[str, Any]:
+    return dict(((get(node, "sq", name, "-n", "payments") or {}).get("status")) or {})
+
+
+def runtime(node: NodeCluster, path: str) -> Any:
+    """The pool runtime's control API, through its Service (kube-proxy routes the ClusterIP)."""
+    secret = get(node, "secret", f"sluice-pool-{POOL}-token", "-n", NS)
+    token = base64.b64decode(secret["data"]["token"]).decode()
+    ip = get(node, "service", f"sluice-pool-{POOL}", "-n", NS)["spec"]["clusterIP"]
+    request = urllib.request.Request(f"http://{ip}:{CONTROL_PORT}{path}", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def registered_executors(node: NodeCluster) -> int:
+    try:
+        return len(runtime(node, "/v1/executors")["executors"])
+    except OSError:
+        return -1
+
+
+def query(name: str, source: str, sink: str, bootstrap: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery",
+        "metadata": {"name": name, "namespace": "payments"},
+        "spec": {"pool": POOL,
+                 "source": {"type": "kafka", "bootstrapServers": bootstrap, "topic": source, "schema": EVENT_SCHEMA,
+                            "startingOffsets": "earliest"},
+                 "pipeline": [{"select": ["key", "seq", "produced_at", "amount"]}],
+                 "sink": {"type": "kafka", "bootstrapServers": bootstrap, "topic": sink},
+                 "sla": {"latencyTarget": "5s"}},
+    }
+
+
+def sink_seqs(broker: KafkaBroker, topic: str) -> list[int]:
+    """Every event's `seq` at a Kafka topic, duplicates included."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"check-{topic}", "enable.auto.commit": False})
+    seqs: list[int] = []
+    try:
+        for partition in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            consumer.assign([TopicPartition(topic, partition, low)])
+            offset = low
+            while offset < high:
+                for message in consumer.consume(10_000, timeout=5):
+                    if message.error() is None:
+                        seqs.append(json.loads(message.value())["seq"])
+                        offset = message.offset() + 1
+    finally:
+        consumer.close()
+    return seqs
+
+
+@dataclass
+class Load:
+    """A Kafka producer thread at a fixed rate until stopped."""
+
+    broker: KafkaBroker
+    topic: str
+    rate: float
+    result: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        self.result = generate(LoadPlan(self.topic, self.rate), self.broker.bootstrap, stop=self._stop.is_set)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        return int(self.result["sent"])
+
+
+def exactly_once(broker: KafkaBroker, topic: str, sent: int) -> tuple[int, int]:
+    """Wait until the sink holds every event; returns (distinct, duplicates)."""
+    seqs = wait_for(lambda: (s := sink_seqs(broker, topic)) and len(set(s)) >= sent and s,
+                    timeout=120, every=3, what=f"all {sent} events at {topic}")
+    return len(set(seqs)), len(seqs) - len(set(seqs))
+
+
+# ---------------------------------------------------------------------------------------- the path
+
+
+@pytest.fixture(scope="module")
+def release(node: NodeCluster) -> Iterator[NodeCluster]:
+    proc = node.helm("install", "sluice", str(ROOT), "--namespace", NS, "--create-namespace", "--wait", "--timeout", "3m",
+                     "--set", "autoscaler.cooldownSeconds=20")
+    assert proc.returncode == 0, proc.stderr
+    yield node
+
+
+def test_helm_install_runs_the_operator_pod(release: NodeCluster) -> None:
+    node = release
+    operator = wait_for(lambda: [p for p in pods(node, "app.kubernetes.io/component=operator") if ready(p)],
+                        timeout=120, what="the operator pod Ready")
+    assert len(operator) == 1
+    service = next(s for s in get(node, "services", "-n", NS)["items"] if s["metadata"]["name"].endswith("-metrics"))
+    url = f"http://{service['spec']['clusterIP']}:{OPERATOR_METRICS_PORT}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    assert "# TYPE sluice_operator_reconcile_seconds histogram" in text
+
+
+def test_a_pool_runs_its_driver_and_executors_as_pods(release: NodeCluster) -> None:
+    node = release
+    claim: dict[str, Any] = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                             "metadata": {"name": "shared-checkpoints", "namespace": NS},
+                             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+    objects: list[dict[str, Any]] = [claim, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "payments"}},
+                                     {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "analytics"}}]
+    if isinstance(node, NodeCluster):
+        # checkpoints on a claim, statically bound to a host directory (this node has no provisioner;
+        # kind's default StorageClass provisions one)
+        volume = node.workdir / "checkpoints"
+        volume.mkdir(mode=0o777)
+        volume.chmod(0o777)
+        claim["spec"] |= {"storageClassName": "", "volumeName": "shared-checkpoints"}
+        objects.append({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "shared-checkpoints"},
+                        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                                 "hostPath": {"path": str(volume)}, "persistentVolumeReclaimPolicy": "Retain"}})
+    node.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+    pool = yaml.safe_load((ROOT / "examples" / "pool.yaml").read_text())
+    pool["spec"]["executor"]["cpuRequest"] = "500m"
+    pool["spec"].setdefault("driver", {})["cpuRequest"] = "500m"
+    pool["spec"]["checkpoints"] = {"claimName": "shared-checkpoints"}
+    node.kubectl("apply", "-f", "-", input=yaml.safe_dump(pool))
+
+    driver = wait_for(lambda: [p for p in pods(node, DRIVER) if ready(p)], timeout=240, every=1,
+                      what="the driver pod Ready")
+    assert len(driver) == 1
+    executors = wait_for(lambda: pods(node, EXECUTORS), timeout=120, every=1, what="executor pods running")
+    assert len(executors) == pool["spec"]["minExecutors"] == 1
+    # each executor pod is owned by the driver pod, so the garbage collector removes it with the driver
+    assert executors[0]["metadata"]["ownerReferences"][0]["name"] == driver[0]["metadata"]["name"]
+    # and it registered with the driver: Spark's own executor list names it
+    wait_for(lambda: registered_executors(node) == 1, timeout=60, what="the executor registered with the driver")
+    wait_for(lambda: (get(node, "sp", POOL) or {}).get("status", {}).get("phase") == "Running", timeout=60,
+             what="the pool Running")
+
+
+@pytest.fixture(scope="module")
+def ledger(release: NodeCluster, node_broker: KafkaBroker) -> Iterator[Load]:
+    for topic in ("payments", "ledger"):
+        node_broker.create_topic(topic, partitions=2)
+    load = Load(node_broker, "payments", 200)
+    release.kubectl("apply", "-f", "-", input=yaml.safe_dump(query("ledger", "payments", "ledger", node_broker.bootstrap)))
+    yield load
+    load.stop()
+
+
+def test_a_kafka_query_runs_with_status_from_real_batches(release: NodeCluster, ledger: Load) -> None:
+    node = release
+    status = wait_for(lambda: (s := query_status(node, "ledger")).get("phase") == "Running" and s.get("batches", 0) >= 5
+                      and s, timeout=180, every=1, what="the query Running with five batches")
+    assert status["latency"]["p50Ms"] > 0 and status["latency"]["p99Ms"] >= status["latency"]["p50Ms"]
+    assert 0 <= status["slaAttainment"] <= 1 and status["attainment"].endswith("%")
+    assert status["bottleneck"], status
+    assert status["inputRate"] > 0
+
+
+def committing(node: NodeCluster, name: str) -> None:
+    before = query_status(node, name).get("batches", 0)
+    wait_for(lambda: query_status(node, name).get("batches", 0) > before + 1, timeout=90, every=1,
+             what=f"{name} committing batches")
+
+
+def test_kubectl_scale_adds_and_removes_executor_pods_and_loses_no_row(
+        release: NodeCluster, ledger: Load, node_broker: KafkaBroker) -> None:
+    node = release
+    node.kubectl("scale", "sp", POOL, "--replicas", "2")
+    wait_for(lambda: len(pods(node, EXECUTORS)) == 2, timeout=120, every=1, what="a second executor pod")
+    wait_for(lambda: registered_executors(node) == 2, timeout=60, what="two executors registered")
+    committing(node, "ledger")
+    node.kubectl("scale", "sp", POOL, "--replicas", "1")
+    wait_for(lambda: len(pods(node, EXECUTORS)) == 1 and registered_executors(node) == 1, timeout=150, every=1,
+             what="the surplus executor pod removed")
+    committing(node, "ledger")
+    sent = ledger.stop()
+    distinct, duplicates = exactly_once(node_broker, "ledger", sent)
+    assert (distinct, duplicates) == (sent, 0), f"{sent} sent, {distinct} at the sink, {duplicates} doubled"
+
+
+def test_a_killed_driver_restarts_and_its_queries_resume_from_their_checkpoints(
+        release: NodeCluster, node_broker: KafkaBroker) -> None:
+    node = release
+    for topic in ("audit-in", "audit"):
+        node_broker.create_topic(topic, partitions=2)
+    load = Load(node_broker, "audit-in", 200)
+    try:
+        node.kubectl("apply", "-f", "-", input=yaml.safe_dump(query("audit", "audit-in", "audit", node_broker.bootstrap)))
+        wait_for(lambda: query_status(node, "audit").get("batches", 0) >= 5, timeout=180, every=1, what="audit running")
+        old = pods(node, DRIVER)[0]["metadata"]["name"]
+        before_kill = len(set(sink_seqs(node_broker, "audit")))
+        node.kubectl("delete", "pod", "-n", NS, old, "--grace-period=0", "--force", "--wait=false")
+        wait_for(lambda: [p for p in pods(node, DRIVER) if ready(p) and p["metadata"]["name"] != old],
+                 timeout=240, every=1, what="a new driver pod Ready")
+        wait_for(lambda: (s := query_status(node, "audit")).get("phase") == "Running" and s.get("batches", 0) >= 3,
+                 timeout=180, every=1, what="audit running again on the new driver")
+    finally:
+        sent = load.stop()
+    distinct, duplicates = exactly_once(node_broker, "audit", sent)
+    assert distinct == sent, f"{sent - distinct} events lost across the restart"
+    # resumed from the checkpoint: at most the batch in flight at the kill is written again (at
+    # 200 events/s and intervals of a few seconds, under 2,000 rows), never the whole topic
+    assert before_kill > 2000 and duplicates < 2000, (before_kill, duplicates)
+
+
+def test_ds2_grows_the_pool_on_a_load_step_and_shrinks_it_after(release: NodeCluster, node_broker: KafkaBroker) -> None:
+    node = release
+    # the autoscaler's utilization is lowered so that a load step this 2-core machine can carry
+    # (3,000 events/s of a pass-through query: ~0.1-0.5 cores) asks for more than one executor
+    proc = node.helm("upgrade", "sluice", str(ROOT), "--namespace", NS, "--reuse-values", "--wait", "--timeout", "3m",
+                     "--set", "autoscaler.utilization=0.04")
+    assert proc.returncode == 0, proc.stderr
+    node.kubectl("patch", "sp", POOL, "--type", "json", "-p", '[{"op": "remove", "path": "/spec/executors"}]')
+    for topic in ("step-in", "step"):
+        node_broker.create_topic(topic, partitions=2)
+    node.kubectl("apply", "-f", "-", input=yaml.safe_dump(query("step", "step-in", "step", node_broker.bootstrap)))
+    load = Load(node_broker, "step-in", 3000)
+    try:
+        grown = wait_for(lambda: (d := (get(node, "sp", POOL) or {}).get("status", {}).get("lastScalingDecision"))
+                         and d["toExecutors"] >= 2 and d, timeout=180, every=1, what="DS2 deciding to grow")
+        assert "growing from 1" in grown["reason"]
+        wait_for(lambda: len(pods(node, EXECUTORS)) >= 2, timeout=120, every=1, what="DS2's executor pods running")
+    finally:
+        load.stop()
+    try:
+        shrunk = wait_for(lambda: (d := (get(node, "sp", POOL) or {}).get("status", {}).get("lastScalingDecision"))
+                          and d["toExecutors"] == 1 and d, timeout=180, every=1, what="DS2 deciding to shrink")
+    except AssertionError as error:
+        scaled = [c for c in (get(node, "sp", POOL) or {}).get("status", {}).get("conditions", []) if c["type"] == "Scaled"]
+        raise AssertionError(f"{error}; the pool says: {scaled}") from None
+    assert "shrinking" in shrunk["reason"]
+    wait_for(lambda: len(pods(node, EXECUTORS)) == 1, timeout=150, every=1, what="back to one executor pod")
+
+
+def test_deleting_queries_and_the_pool_leaves_nothing_behind(release: NodeCluster) -> None:
+    node = release
+    node.kubectl("delete", "sq", "-n", "payments", "--all", "--wait=true", "--timeout=120s")
+    assert runtime(node, "/v1/queries")["queries"] == {}, "the finalizer left queries on the runtime"
+    node.kubectl("delete", "sp", POOL, "--wait=true", "--timeout=120s")
+    kinds = "deployments,replicasets,pods,services,secrets,configmaps,serviceaccounts,roles,rolebindings"
+    wait_for(lambda: not get(node, kinds, "-n", NS, "-l", f"sluice.dev/pool={POOL}")["items"], timeout=180, every=1,
+             what="every object of the pool garbage-collected")
+    assert not get(node, "pods", "-n", NS, "-l", "spark-role=executor")["items"]
