@@ -318,6 +318,8 @@ def dev_cluster_up(workdir: str | None) -> None:
     click.echo(f"node Ready in {cluster.timings['up_s']:.0f} s (images {cluster.timings['images_s']:.0f} s); "
                f"images: {', '.join(tag for _, tag in cluster.images.values())}", err=True)
     click.echo(f"export KUBECONFIG={cluster.kubeconfig}")
+    if cluster.plane is not None:  # its kubectl and helm, the versions the tests use
+        click.echo(f"export PATH={cluster.plane.kube_bin}:{cluster.plane.helm_bin}:$PATH")
 
 
 @dev_cluster.command("down")

@@ -289,7 +289,7 @@ def test_an_idle_query_reports_no_input(spark: Any, host_factory: Any, tmp_path:
     spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "500ms")
     try:
         host = host_factory(None, tmp_path / "ck")
-        hosted = host.add(query("idle", "t", files_source(data), [{"filter": "amount >= 0"}]))
+        host.add(query("idle", "t", files_source(data), [{"filter": "amount >= 0"}]))
         for n in range(1, 30):  # Spark's first batch reports no rate (no earlier trigger to measure from)
             write_rows(data, f"{n}.json", [{"id": i, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}
                                           for i in range(10)])
