@@ -64,6 +64,12 @@ class Autoscaler(_Values):
 class ServiceMonitor(_Values):
     enabled: bool = False
     interval: str = Field(default="30s", pattern=r"^[0-9]+(ms|s|m|h)$")
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Labels on the ServiceMonitor and the pools' PodMonitor: what your Prometheus selects on
+    (kube-prometheus-stack: `release: <its release name>`)."""
+    pools: bool = True
+    """With `enabled`, also a PodMonitor for every pool's runtime pod (runtime and scheduler series
+    on its control port)."""
 
 
 class Metrics(_Values):

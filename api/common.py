@@ -114,3 +114,10 @@ class CommonStatus(Model):
     """What takes the largest share of recent batches' critical path (a stage, waiting for cores, the gate, planning, ...)."""
     lastScalingDecision: ScalingDecision | None = None
     """The last scaling decision, if any."""
+
+
+def query_labels(key: str) -> tuple[str, str]:
+    """A query's metric labels (`tenant`, `query`) from its key `tenant/name`: the one label format
+    of the operator's, the runtime's and the scheduler's metrics, so their series join."""
+    tenant, _, name = key.partition("/")
+    return (tenant, name) if name else ("default", tenant)

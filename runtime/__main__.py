@@ -75,7 +75,9 @@ def main(argv: list[str] | None = None) -> None:
                 else SchedulerClient(args.scheduler))
     host = QueryHost(spark, workdir / "checkpoints", gate, mode.fixed_pool)
     scaler = ExecutorScaler(spark, grace=args.executor_grace, stateful=host.stateful_batches)
-    server = ServerThread(make_control_app(host, token, executors=scaler), host=args.host, port=args.port).start()
+    sidecar = f"{args.scheduler.rstrip('/')}/metrics" if args.scheduler.startswith("http") else None
+    server = ServerThread(make_control_app(host, token, executors=scaler, scheduler_metrics=sidecar),
+                          host=args.host, port=args.port).start()
     print(f"sluice runtime ({args.master}) control API on {server.url}", flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

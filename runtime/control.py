@@ -22,6 +22,7 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import aiohttp
 from aiohttp import web
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -76,7 +77,9 @@ def _weight(text: str) -> float | None:
 
 
 def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = REGISTRY,
-                     executors: ExecutorScaler | None = None) -> web.Application:
+                     executors: ExecutorScaler | None = None, scheduler_metrics: str | None = None) -> web.Application:
+    """`scheduler_metrics`: the sidecar's /metrics URL (on loopback in the pool pod); the runtime's
+    /metrics serves its series too, so one scrape of the pod sees the runtime and the scheduler."""
     scaler = executors or ExecutorScaler(host.spark, stateful=host.stateful_batches)
 
     @web.middleware
@@ -162,8 +165,18 @@ def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = 
     async def healthz(request: web.Request) -> web.Response:
         return _answer(Health(ok=True, queries=len(host.queries)))
 
+    async def sidecar() -> bytes:
+        if scheduler_metrics is None:
+            return b""
+        try:
+            timeout = aiohttp.ClientTimeout(total=2)
+            async with aiohttp.ClientSession(timeout=timeout) as session, session.get(scheduler_metrics) as response:
+                return await response.read() if response.status == 200 else b""
+        except (aiohttp.ClientError, TimeoutError):
+            return b""  # the sidecar is down: its series go missing (absent() alerts on that)
+
     async def metrics(request: web.Request) -> web.Response:
-        body = generate_latest(registry) + generate_latest(host.metrics.registry)
+        body = generate_latest(registry) + generate_latest(host.metrics.registry) + await sidecar()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     app = web.Application(middlewares=[auth], client_max_size=1 << 20)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from sluice.api.common import query_labels
 from sluice.scheduler.bands import DEFAULT_BAND
 from sluice.scheduler.core import Completion, Grant, covers
 from sluice.scheduler.policies import BatchRequest, QuerySpec
@@ -98,7 +99,7 @@ class Gate:
 
     def run(self, hosted: HostedQuery, frame: Any, batch_id: int) -> None:
         query = hosted.query
-        labels = (query.tenant, query.key)
+        labels = query_labels(query.key)
         entered = self.clock()
         with self.lock:
             request = BatchRequest(query.key, batch_id, expected_rows(hosted.input_rate, hosted.last_batch_started, entered),

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry
 
+from sluice.api.common import query_labels
 from sluice.api.query import KafkaSink, StreamingQuery
 from sluice.api.runtime import QueryPhase, QueryStatus
 from sluice.scheduler import intervals
@@ -36,7 +37,7 @@ from .gate import FixedPool, Gate, Gatekeeper
 from .hosted import HostedQuery, query_spec
 from .kafka_check import kafka_problem
 from .latency import GRID, BatchLatency, LatencyWindow, Summary, batch_latency
-from .metrics import Metrics
+from .metrics import LatencyCollector, LatencySnapshot, Metrics
 from .pipeline import OBSERVED, build, spark_name
 from .spark_pools import ensure_pool
 from .stages import StageCost, StagePoller
@@ -65,6 +66,7 @@ class QueryHost:
         self.checkpoints = checkpoints
         self.scheduler = gate
         self.metrics = metrics or Metrics(CollectorRegistry())
+        self.metrics.registry.register(LatencyCollector(self.latency_snapshots))
         self.clock = clock
         self.lock = threading.Lock()
         self.queries: dict[str, HostedQuery] = {}
@@ -147,7 +149,7 @@ class QueryHost:
             return old
         if old is not None:  # stopped while still listed: status never answers 404 mid-update
             self._stop(old)
-            self.metrics.forget(old.query.tenant, query.key)
+            self.metrics.forget(*query_labels(query.key))
         window = LatencyWindow(query.spec.sla.latencyTarget.seconds, horizon=self.latency_horizon)
         hosted = HostedQuery(query, window, query_spec(query, weight))
         with self.lock:
@@ -163,7 +165,7 @@ class QueryHost:
     def _set_phase(self, hosted: HostedQuery, phase: QueryPhase, message: str) -> None:
         with self.lock:
             hosted.phase, hosted.message = phase, message
-        self.metrics.phase.labels(hosted.query.tenant, hosted.query.key).set(1 if phase == "Running" else 0)
+        self.metrics.phase.labels(*query_labels(hosted.query.key)).set(1 if phase == "Running" else 0)
 
     def _start(self, hosted: HostedQuery) -> None:
         query = hosted.query
@@ -314,7 +316,7 @@ class QueryHost:
         with self.lock:
             del self.queries[key]
             self._by_spark_name.pop(spark_name(key), None)
-        self.metrics.forget(hosted.query.tenant, key)
+        self.metrics.forget(*query_labels(key))
         if not keep_checkpoint:
             shutil.rmtree(self.checkpoint(key), ignore_errors=True)
         return True
@@ -362,7 +364,7 @@ class QueryHost:
 
     def _export_latency(self, hosted: HostedQuery) -> None:
         """The latency gauges read the window when Prometheus scrapes, never on the batch path."""
-        labels = (hosted.query.tenant, hosted.query.key)
+        labels = query_labels(hosted.query.key)
 
         def read(pick: Callable[[Summary], float | None]) -> Callable[[], float]:
             def value() -> float:
@@ -376,6 +378,13 @@ class QueryHost:
         self.metrics.latency_p99.labels(*labels).set_function(read(lambda s: s.p99))
         self.metrics.attainment.labels(*labels).set_function(read(lambda s: s.attainment))
 
+    def latency_snapshots(self) -> list[LatencySnapshot]:
+        """Each query's latency bookkeeping, for the scrape-time collector."""
+        with self.lock:
+            return [LatencySnapshot(query_labels(key), h.window.target, tuple(h.window.buckets), h.window.latency_sum,
+                                    float(h.window.all_rows), h.window.all_within)
+                    for key, h in self.queries.items()]
+
     def on_idle(self, spark_id: str) -> None:
         """Spark reports a query idle (no new data; since Spark 3.5 no progress event says so): its
         input rate is zero now, not the last batch's. DS2 sizes on these rates."""
@@ -383,7 +392,7 @@ class QueryHost:
             for hosted in self.queries.values():
                 if hosted.spark_id == spark_id:
                     hosted.input_rate = hosted.processing_rate = 0.0
-                    self.metrics.input_rate.labels(hosted.query.tenant, hosted.query.key).set(0.0)
+                    self.metrics.input_rate.labels(*query_labels(hosted.query.key)).set(0.0)
 
     def on_progress(self, name: str, progress: Any) -> None:
         """A batch's StreamingQueryProgress (from Spark's listener bus): rates, phase times, state,
@@ -416,7 +425,7 @@ class QueryHost:
                 hosted.newest_input = _epoch(newest)
             hosted.state_rows = sum(int(op.numRowsTotal or 0) for op in operators)
             hosted.state_bytes = sum(int(op.memoryUsedBytes or 0) for op in operators)
-            labels = (hosted.query.tenant, hosted.query.key)
+            labels = query_labels(hosted.query.key)
             rate, state_rows, state_bytes = hosted.input_rate, hosted.state_rows, hosted.state_bytes
         self.metrics.rows.labels(*labels).inc(rows)
         self.metrics.input_rate.labels(*labels).set(rate)

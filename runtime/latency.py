@@ -26,6 +26,10 @@ def _masses(grid: tuple[float, ...]) -> list[float]:
 
 MASSES = _masses(GRID)
 
+LATENCY_BUCKETS: tuple[float, ...] = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+"""Upper bounds (seconds) of the latency histogram's buckets: around typical SLAs, from a
+Real-time Mode filter's 100 ms to a windowed report's minutes."""
+
 
 @dataclass(frozen=True, slots=True)
 class BatchLatency:
@@ -63,6 +67,13 @@ def weighted_quantile(sample: list[tuple[float, float]], q: float) -> float | No
     return sample[-1][0]
 
 
+def _bucket(latency: float) -> int:
+    for i, bound in enumerate(LATENCY_BUCKETS):
+        if latency <= bound:
+            return i
+    return len(LATENCY_BUCKETS)
+
+
 @dataclass
 class LatencyWindow:
     target: float
@@ -70,11 +81,20 @@ class LatencyWindow:
     batches: deque[BatchLatency] = field(default_factory=deque)
     all_rows: int = 0
     all_within: float = 0.0
+    buckets: list[float] = field(default_factory=lambda: [0.0] * (len(LATENCY_BUCKETS) + 1))
+    """Rows per latency bucket since the start (not cumulative; the last is +Inf), each grid point
+    standing for its share of the batch's rows."""
+    latency_sum: float = 0.0
+    """Sum of the rows' latencies (seconds), with the same weights."""
 
     def add(self, batch: BatchLatency) -> None:
         self.batches.append(batch)
         self.all_rows += batch.rows
         self.all_within += self._within(batch)
+        for latency, mass in zip(batch.latencies, MASSES, strict=False):
+            rows = batch.rows * mass
+            self.buckets[_bucket(latency)] += rows
+            self.latency_sum += rows * latency
 
     def _within(self, batch: BatchLatency) -> float:
         return batch.rows * sum(m for lat, m in zip(batch.latencies, MASSES, strict=False) if lat <= self.target)

@@ -1,10 +1,66 @@
-"""The pool runtime's Prometheus metrics, per tenant and query."""
+"""The pool runtime's Prometheus metrics, per tenant and query.
+
+Every per-query series carries `tenant` (the namespace) and `query` (the name), as the
+operator's and the scheduler's do (`sluice.api.common.query_labels`), so they join.
+"""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from .latency import LATENCY_BUCKETS
+
+
+@dataclass(frozen=True, slots=True)
+class LatencySnapshot:
+    """One query's latency bookkeeping at scrape time."""
+
+    labels: tuple[str, str]
+    target: float
+    buckets: tuple[float, ...]
+    """Rows per bucket (not cumulative; the last is +Inf)."""
+    latency_sum: float
+    rows: float
+    within: float
+
+
+class LatencyCollector:
+    """Read at scrape time, so nothing is added to the batch path: per query, the row-weighted
+    latency histogram (Prometheus can aggregate it across queries and time), the rows within the
+    SLA and all measured rows as counters (burn rates), and the latency target."""
+
+    def __init__(self, source: Callable[[], list[LatencySnapshot]]) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["tenant", "query"]
+        histogram = HistogramMetricFamily("sluice_query_latency_seconds",
+                                          "End-to-end latency of output rows (production to commit).", labels=labels)
+        within = CounterMetricFamily("sluice_query_rows_within_sla", "Output rows committed within the latency target.",
+                                     labels=labels)
+        rows = CounterMetricFamily("sluice_query_rows", "Output rows whose latency was measured.", labels=labels)
+        target = GaugeMetricFamily("sluice_query_latency_target_seconds", "The query's latency target (spec.sla).",
+                                   labels=labels)
+        for snap in self.source():
+            cumulative, running = [], 0.0
+            for bound, count in zip((*LATENCY_BUCKETS, float("inf")), snap.buckets, strict=True):
+                running += count
+                cumulative.append(("+Inf" if bound == float("inf") else repr(bound), running))
+            histogram.add_metric(list(snap.labels), cumulative, snap.latency_sum)
+            within.add_metric(list(snap.labels), snap.within)
+            rows.add_metric(list(snap.labels), snap.rows)
+            target.add_metric(list(snap.labels), snap.target)
+        yield from (histogram, within, rows, target)
 
 
 class Metrics:

@@ -25,6 +25,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from pydantic import ValidationError
 
+from sluice.api.common import query_labels
+
 from .core import Grant, Scheduler, SchedulerError
 from .wire import Complete, Completed, Dispatch, GrantOut, Register
 
@@ -95,9 +97,9 @@ class SchedulerService:
         now = self.clock()
         for grant in self.core.dispatch(now):
             future = self.waiting.pop((grant.query, grant.batch_id), None)
-            tenant = self.core.queries[grant.query].spec.tenant
-            self.metrics.grants.labels(tenant, grant.query).inc()
-            self.metrics.group_size.labels(tenant, grant.query).set(grant.k)
+            labels = query_labels(grant.query)
+            self.metrics.grants.labels(*labels).inc()
+            self.metrics.group_size.labels(*labels).set(grant.k)
             self.metrics.wait.observe(grant.waited)
             self.metrics.slack.observe(grant.slack)
             if grant.aged:
@@ -126,7 +128,7 @@ class SchedulerService:
             done = item.completion(query)
             self.core.complete(done)
             if state and done.latency is not None and done.latency > state.spec.latency_target:
-                self.metrics.violations.labels(state.spec.tenant, query).inc()
+                self.metrics.violations.labels(*query_labels(query)).inc()
 
     # ---- handlers
 

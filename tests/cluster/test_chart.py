@@ -162,3 +162,26 @@ def test_the_operator_may_create_every_object_of_a_pool(crds_installed: ControlP
     finally:
         crds_installed.kubectl("delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(objects), check=False)
         crds_installed.helm("uninstall", "grants", "--namespace", namespace, check=False)
+
+
+def test_monitors_carry_the_selecting_labels_and_find_the_pool_pods(crds_installed: ControlPlane) -> None:
+    from sluice.api.pool import StreamingPool
+    from sluice.operator.builders import pool_objects
+
+    rendered = crds_installed.helm("template", "x", str(ROOT), "--namespace", "ops",
+                                   "--set", "metrics.serviceMonitor.enabled=true",
+                                   "--set", "metrics.serviceMonitor.labels.release=kps").stdout
+    docs = {d["kind"]: d for d in yaml.safe_load_all(rendered) if d}
+    for kind in ("ServiceMonitor", "PodMonitor"):
+        assert docs[kind]["metadata"]["labels"]["release"] == "kps", kind
+    pool = {"apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingPool", "metadata": {"name": "p", "uid": "u"}}
+    deployment = next(o for o in pool_objects(pool, StreamingPool.model_validate(pool), "ops", "t")
+                      if o["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]
+    selector = docs["PodMonitor"]["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= pod["metadata"]["labels"].items()
+    port = docs["PodMonitor"]["spec"]["podMetricsEndpoints"][0]["port"]
+    assert port in {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+    off = crds_installed.helm("template", "x", str(ROOT), "--set", "metrics.serviceMonitor.enabled=true",
+                              "--set", "metrics.serviceMonitor.pools=false").stdout
+    assert "kind: PodMonitor" not in off

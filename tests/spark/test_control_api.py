@@ -113,3 +113,41 @@ def test_status_reads_never_wait_for_a_query_to_start(api: tuple[str, QueryHost]
         assert code == 200 and body["phase"] == "Pending" and health == 200
         # the Kafka check alone takes 5 s to time out: a read that waited for it would take that long
         assert elapsed < 2.5, f"a status read took {elapsed:.1f} s"
+
+
+def test_one_scrape_holds_the_latency_histogram_and_the_sidecars_series(spark: Any, tmp_path: Path) -> None:
+    """Prometheus aggregates histograms and counters (not windowed gauges); the scheduler sidecar
+    binds loopback in the pool pod, so the runtime's /metrics carries its series; every series of a
+    query has the same labels (tenant, query)."""
+    from sluice.scheduler.client import SchedulerClient
+    from sluice.scheduler.server import SchedulerService, make_app
+
+    sidecar = ServerThread(make_app(SchedulerService(Scheduler("cameo", capacity=2)))).start()
+    host = QueryHost(spark, tmp_path / "ck", SchedulerClient(sidecar.url))
+    server = ServerThread(make_control_app(host, TOKEN, scheduler_metrics=f"{sidecar.url}/metrics")).start()
+    try:
+        manifest = yaml.safe_load((ROOT / "examples" / "fraud-filter.yaml").read_text())
+        assert call(f"{server.url}/v1/queries/payments/fraud-filter", "PUT", manifest)[0] == 200
+        hosted = host.queries["payments/fraud-filter"]
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and hosted.window.all_rows < 100:
+            time.sleep(0.5)
+        assert hosted.window.all_rows >= 100, "no latency measured"
+        text = urllib.request.urlopen(f"{server.url}/metrics", timeout=10).read().decode()
+        samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line and not line.startswith("#")}
+        labels = 'query="fraud-filter",tenant="payments"'
+        inf = samples[f'sluice_query_latency_seconds_bucket{{le="+Inf",{labels}}}']
+        rows = samples[f"sluice_query_rows_total{{{labels}}}"]
+        within = samples[f"sluice_query_rows_within_sla_total{{{labels}}}"]
+        half = samples[f'sluice_query_latency_seconds_bucket{{le="0.5",{labels}}}']
+        assert inf == samples[f"sluice_query_latency_seconds_count{{{labels}}}"] == rows >= 100
+        assert samples[f"sluice_query_latency_target_seconds{{{labels}}}"] == 0.5  # the example's 500 ms
+        # the 0.5 s bucket holds exactly the rows within the 500 ms target
+        assert abs(half - within) < 1e-6 * rows and 0 <= within <= rows
+        assert samples[f"sluice_runtime_batches_total{{{labels}}}"] >= 1
+        assert samples[f"sluice_scheduler_grants_total{{{labels}}}"] >= 1  # from the sidecar, same labels
+    finally:
+        server.stop()
+        host.stop_all()
+        sidecar.stop()
