@@ -93,6 +93,25 @@ class Resources(_Values):
     limits: dict[str, Quantity] = Field(default_factory=_limits)
 
 
+class Alerts(_Values):
+    enabled: bool = False
+    """A PrometheusRule with Sluice's alerts (needs the Prometheus Operator's CRD)."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Labels on the PrometheusRule: what your Prometheus selects rules by."""
+    objective: Annotated[float, Field(gt=0, lt=1)] | Share = 0.99
+    """The share of a query's rows that must meet its latency target (the SLO of the burn-rate
+    alerts): 0.99 leaves an error budget of 1%."""
+    pendingFor: str = Field(default="10m", pattern=r"^[0-9]+(s|m|h)$")
+    """How long a query may stay Pending or Failed, or a pool Overloaded, before an alert."""
+
+
+class Dashboard(_Values):
+    enabled: bool = False
+    """Sluice's Grafana dashboard as a ConfigMap for Grafana's dashboard sidecar."""
+    labels: dict[str, str] = Field(default_factory=lambda: {"grafana_dashboard": "1"})
+    """The label the sidecar watches (kube-prometheus-stack's default)."""
+
+
 class ChartValues(_Values):
     """values.yaml of the Sluice chart."""
 
@@ -115,6 +134,8 @@ class ChartValues(_Values):
     autoscaler: Autoscaler = Field(default_factory=Autoscaler)
     resources: Resources = Field(default_factory=Resources)
     metrics: Metrics = Field(default_factory=Metrics)
+    alerts: Alerts = Field(default_factory=Alerts)
+    dashboard: Dashboard = Field(default_factory=Dashboard)
     podSecurityContext: dict[str, Any] = Field(default_factory=lambda: {
         "runAsNonRoot": True, "runAsUser": 10001, "seccompProfile": {"type": "RuntimeDefault"}})
     nodeSelector: dict[str, str] = Field(default_factory=dict)

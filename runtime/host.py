@@ -382,7 +382,8 @@ class QueryHost:
         """Each query's latency bookkeeping, for the scrape-time collector."""
         with self.lock:
             return [LatencySnapshot(query_labels(key), h.window.target, tuple(h.window.buckets), h.window.latency_sum,
-                                    float(h.window.all_rows), h.window.all_within)
+                                    float(h.window.all_rows), h.window.all_within,
+                                    tuple(sorted(h.path_shares()[0].items())))
                     for key, h in self.queries.items()]
 
     def on_idle(self, spark_id: str) -> None:

@@ -32,6 +32,8 @@ class LatencySnapshot:
     latency_sum: float
     rows: float
     within: float
+    critical_path: tuple[tuple[str, float], ...] = ()
+    """Shares of the critical path over recent batches (SnailTrail), by part."""
 
 
 class LatencyCollector:
@@ -51,6 +53,9 @@ class LatencyCollector:
         rows = CounterMetricFamily("sluice_query_rows", "Output rows whose latency was measured.", labels=labels)
         target = GaugeMetricFamily("sluice_query_latency_target_seconds", "The query's latency target (spec.sla).",
                                    labels=labels)
+        path = GaugeMetricFamily("sluice_query_critical_path_share",
+                                 "Share of the recent batches' critical path spent in each part (the bottleneck is the largest).",
+                                 labels=[*labels, "part"])
         for snap in self.source():
             cumulative, running = [], 0.0
             for bound, count in zip((*LATENCY_BUCKETS, float("inf")), snap.buckets, strict=True):
@@ -60,7 +65,9 @@ class LatencyCollector:
             within.add_metric(list(snap.labels), snap.within)
             rows.add_metric(list(snap.labels), snap.rows)
             target.add_metric(list(snap.labels), snap.target)
-        yield from (histogram, within, rows, target)
+            for part, share in snap.critical_path:
+                path.add_metric([*snap.labels, part], share)
+        yield from (histogram, within, rows, target, path)
 
 
 class Metrics:

@@ -9,12 +9,14 @@
 #   ${SLUICE_CACHE:-$HOME/.cache/sluice}/bin/kube-<KUBE_VERSION>/{kube-apiserver,kubectl,etcd,kubelet,...}
 #   ${SLUICE_CACHE:-$HOME/.cache/sluice}/bin/helm-<HELM_VERSION>/helm
 #   ${SLUICE_CACHE:-$HOME/.cache/sluice}/bin/coredns-<COREDNS_VERSION>/coredns   (--node)
-# Prints the directories (kube, helm[, coredns]) on stdout, one per line; progress goes to stderr.
+#   ${SLUICE_CACHE:-$HOME/.cache/sluice}/bin/prometheus-<PROMETHEUS_MODULE>/{promtool,prometheus}
+# Prints the directories (kube, helm, prometheus[, coredns]) on stdout, one per line; progress goes to stderr.
 set -euo pipefail
 
 KUBE_VERSION=v1.34.3   # keep in step with go.mod (require + replace v0.34.3)
 HELM_VERSION=v3.19.0
 COREDNS_VERSION=v1.12.3
+PROMETHEUS_MODULE=v0.316.0   # Prometheus 3.16's Go module version: promtool and the server
 node=false
 [[ "${1:-}" == "--node" ]] && node=true
 
@@ -23,6 +25,7 @@ cache="${SLUICE_CACHE:-$HOME/.cache/sluice}/bin"
 kube_dir="$cache/kube-$KUBE_VERSION"
 helm_dir="$cache/helm-$HELM_VERSION"
 coredns_dir="$cache/coredns-$COREDNS_VERSION"
+prometheus_dir="$cache/prometheus-$PROMETHEUS_MODULE"
 # the node's components report their real version (kubelet's Node status, kubectl version)
 major="${KUBE_VERSION#v}"; minor="${major#*.}"; major="${major%%.*}"; minor="${minor%%.*}"
 version_flags="-s -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=$major -X k8s.io/component-base/version.gitMinor=$minor"
@@ -56,6 +59,12 @@ fi
 if [[ ! -x "$helm_dir/helm" ]]; then
   build "$helm_dir" "helm $HELM_VERSION" go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 fi
+if [[ ! -x "$prometheus_dir/promtool" || ! -x "$prometheus_dir/prometheus" ]]; then
+  # the server without its web UI's assets (they need npm): the API, scraping and rules work
+  build "$prometheus_dir" "promtool and prometheus $PROMETHEUS_MODULE" \
+    go install -trimpath -ldflags=-s "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_MODULE" \
+    "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_MODULE"
+fi
 if $node; then
   node_bins=(kubelet kube-controller-manager kube-scheduler kube-proxy)
   for bin in "${node_bins[@]}"; do
@@ -71,4 +80,5 @@ if $node; then
 fi
 echo "$kube_dir"
 echo "$helm_dir"
+echo "$prometheus_dir"
 if $node; then echo "$coredns_dir"; fi

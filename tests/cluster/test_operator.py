@@ -138,7 +138,7 @@ def test_pool_becomes_owned_objects_with_least_privilege(world: World) -> None:
     listed = json.loads(plane.kubectl("get", "deployments,services,serviceaccounts,roles,rolebindings,secrets,configmaps",
                                       "-n", SYSTEM, "-l", "sluice.dev/pool=shared", "-o", "json").stdout)["items"]
     kinds = sorted(item["kind"] for item in listed)
-    assert kinds == ["ConfigMap", "Deployment", "Role", "RoleBinding", "Secret", "Service", "Service", "ServiceAccount"]
+    assert kinds == ["ConfigMap", "Deployment", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount"]
     for item in listed:
         (owner,) = item["metadata"]["ownerReferences"]
         assert owner["kind"] == "StreamingPool" and owner["uid"] == pool_uid and owner["controller"] is True

@@ -32,7 +32,8 @@ class ControlPlaneError(RuntimeError):
 
 
 def build_binaries(node: bool = False) -> list[Path]:
-    """Build or reuse the binaries; returns [kube bin dir, helm bin dir] (+ [CoreDNS dir] for `node`)."""
+    """Build or reuse the binaries; returns [kube bin dir, helm bin dir, prometheus bin dir]
+    (+ [CoreDNS dir] for `node`)."""
     script = SCRIPTS / "build-binaries.sh"
     if not script.exists():
         raise ControlPlaneError(f"{script} is missing: the test clusters run from a source checkout of Sluice.")
@@ -49,7 +50,7 @@ def build_binaries(node: bool = False) -> list[Path]:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise ControlPlaneError(last)
     lines = proc.stdout.strip().splitlines()
-    return [Path(line) for line in lines[-(3 if node else 2):]]
+    return [Path(line) for line in lines[-(4 if node else 3):]]
 
 
 def free_port() -> int:

@@ -146,7 +146,7 @@ class NodeCluster:
             raise NodeError(f"A node cluster of process {running['owner']} is running (state {running['state']}); "
                             "stop it first (for a dev cluster: sluice dev cluster down).")
         started = time.monotonic()
-        kube, helm, coredns = build_binaries(node=True)
+        kube, helm, _prometheus, coredns = build_binaries(node=True)
         self.timings["binaries_s"] = time.monotonic() - started
         mark = time.monotonic()
         self.images = build_images()
