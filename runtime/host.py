@@ -333,6 +333,7 @@ class QueryHost:
             self.gate.flush(hosted)
             self.scheduler.unregister(hosted.query.key)
         if handle is not None:
+            _between_batches(handle)
             try:
                 handle.stop()
             except Exception as error:  # stopping a failed query may rethrow its error
@@ -486,6 +487,17 @@ def one_line(error: BaseException) -> str:
     # py4j's first line only names the call ("An error occurred while calling o225.start."): skip it
     meaningful = [ln for ln in lines if not ln.startswith("An error occurred while calling")]
     return (meaningful or lines or [type(error).__name__])[0][:500]
+
+
+def _between_batches(handle: Any, timeout: float = 5.0) -> None:
+    """Wait (a little) for the batch in flight to commit: stopping a query mid-batch makes Spark
+    abort its write and log two ERROR lines for what is a normal stop."""
+    deadline = time.monotonic() + timeout
+    try:
+        while handle.isActive and handle.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.005)
+    except Exception:  # a query that failed meanwhile: stop it anyway
+        return
 
 
 def listen(spark: Any, on_progress: Callable[[str, Any], None] | None = None,

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import tempfile
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +41,9 @@ without, the whole trigger 141-172 ms against 101-118 ms. Rename keeps each writ
 `file:` paths change (object stores keep their own filesystem)."""
 
 
+LOG4J2 = Path(__file__).resolve().with_name("log4j2.properties")
+"""Spark's logging: warnings and errors, one line each, no notices of normal operation."""
+
 KAFKA_JARS_ENV = "SLUICE_KAFKA_JARS"
 """A directory holding the connector's jars (the runtime image bakes them in at /opt/sluice/jars):
 when set, the session adds them with `spark.jars` and never reaches Maven Central."""
@@ -52,6 +59,12 @@ def kafka_jars() -> list[Path]:
         raise RuntimeError(f"{KAFKA_JARS_ENV}={folder} holds no spark-sql-kafka-0-10 jar; "
                            "rebuild the runtime image or unset it to resolve the connector from Maven Central.")
     return jars
+
+
+def _jvm_running() -> bool:
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None
 
 
 def kafka_package() -> str:
@@ -87,6 +100,36 @@ class SessionConfig:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+JVM_NOTICES = (b"WARNING: Using incubator modules: jdk.incubator.vector",)
+"""What the JVM prints on every start in normal operation (Spark's launcher adds the incubating
+vector module); dropped from the JVM's stderr, everything else passes through."""
+
+
+@contextlib.contextmanager
+def _filtered_jvm_stderr() -> Iterator[None]:
+    """The JVM that starts inside this block writes its stderr through a filter thread for its
+    whole life; this process's own stderr is back to normal once the block ends."""
+    read, write = os.pipe()
+    saved = os.dup(2)
+    sys.stderr.flush()
+    os.dup2(write, 2)
+    os.close(write)
+
+    def forward() -> None:
+        with os.fdopen(read, "rb") as lines, os.fdopen(os.dup(saved), "wb", buffering=0) as out:
+            for line in lines:
+                if not line.rstrip(b"\n").startswith(JVM_NOTICES):
+                    out.write(line)
+
+    threading.Thread(target=forward, name="sluice-jvm-stderr", daemon=True).start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def build_session(config: SessionConfig) -> Any:
     """Start (or reuse) the SparkSession for a pool."""
     from pyspark.sql import SparkSession
@@ -102,7 +145,8 @@ def build_session(config: SessionConfig) -> Any:
         .config("spark.scheduler.allocation.file", str(allocation))
         .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
         .config("spark.driver.memory", config.driver_memory)
-        .config("spark.driver.extraJavaOptions", "-Xss16m")
+        .config("spark.driver.extraJavaOptions", f"-Xss16m -Dlog4j2.configurationFile=file:{LOG4J2}")
+        .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J2}")
         .config("spark.ui.enabled", "true")
         .config("spark.ui.showConsoleProgress", "false")
         # the stage poller reads completed stages every few seconds: keep the list short (cheap to serve)
@@ -127,6 +171,10 @@ def build_session(config: SessionConfig) -> Any:
                    .config("spark.jars.ivySettings", str(ivy_settings(ivy))))
     for key, value in (RAW_LOCAL_FILES | config.extra).items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    if SparkSession.getActiveSession() is None and not _jvm_running():
+        with _filtered_jvm_stderr():
+            spark = builder.getOrCreate()
+    else:
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -155,7 +156,9 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, rep
 @click.option("--examples", "folder", help="Folder of the demo's manifests (default: the ones installed with Sluice).")
 @click.option("--policies", default="fifo,cameo", show_default=True, help="Policies to compare, in order.")
 @click.option("--report", type=click.Path(dir_okay=False), help="Write both runs' reports as JSON here.")
-def demo(seconds: float, folder: str | None, policies: str, report: str | None) -> None:
+@click.option("--warmup", type=click.FloatRange(0, 600), default=10, show_default=True,
+              help="Seconds at each run's start left out of the figures (Spark's first batches compile and load).")
+def demo(seconds: float, folder: str | None, policies: str, report: str | None, warmup: float) -> None:
     """Two tenants on one Spark: a tight-SLA filter beside a heavy windowed aggregation, fifo then cameo."""
     import json
 
@@ -179,12 +182,37 @@ def demo(seconds: float, folder: str | None, policies: str, report: str | None) 
     for policy in chosen:
         if stop.is_set():
             break
-        click.echo(f"[{policy}] running {len(queries)} queries for {seconds:g}s on Spark local[*] ...", err=True)
-        results[policy] = runner.run(queries, runner.RunOptions(policy=policy, duration=seconds, stop=stop))
+        click.echo(f"[{policy}] running {len(queries)} queries for {seconds:g}s on Spark local[*] "
+                   f"(the first {warmup:g}s left out) ...", err=True)
+        results[policy] = runner.run(queries, runner.RunOptions(
+            policy=policy, duration=seconds, stop=stop, warmup=warmup, on_tick=demo_progress(policy, seconds)))
         runner.stop_session()
     click.echo(demo_table(results, queries))
     if report:
         Path(report).write_text(json.dumps(results, indent=2) + "\n")
+
+
+def demo_progress(policy: str, seconds: float, every: float = 10.0) -> Callable[[dict[str, QueryStatus]], None]:
+    """A line every `every` seconds: elapsed time and each query's p99 and attainment so far."""
+    import time
+
+    started = time.monotonic()
+    shown = [0.0]
+
+    def tick(statuses: dict[str, QueryStatus]) -> None:
+        elapsed = time.monotonic() - started
+        if elapsed - shown[0] < every:
+            return
+        shown[0] = elapsed
+        parts = []
+        for key, status in sorted(statuses.items()):
+            if status.p99_ms is None or status.attainment is None:
+                parts.append(f"{key.split('/')[-1]} warming up")
+            else:
+                parts.append(f"{key.split('/')[-1]} p99 {status.p99_ms:,.0f} ms, {status.attainment:.1%} within SLA")
+        click.echo(f"[{policy}] {elapsed:.0f}/{seconds:g}s: " + "; ".join(parts), err=True)
+
+    return tick
 
 
 DEMO = Path(__file__).resolve().parent / "examples" / "demo"

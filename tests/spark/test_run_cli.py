@@ -29,6 +29,9 @@ def test_run_with_duration_writes_the_report(tmp_path: Path) -> None:
     assert 0 < query["p50_ms"] <= query["p99_ms"]
     assert 0.0 <= query["attainment"] <= 1.0
     assert result["policy"] == "cameo" and 12 <= result["seconds"] < 60
+    # a healthy run writes only its own line to stderr: no Spark WARN/ERROR, no JVM notice, no trace
+    assert proc.stderr.strip().splitlines() == ["starting Spark (local[*]) with 1 query under cameo ...",
+                                                f"wrote {report}"], proc.stderr
 
 
 def test_run_refuses_bad_input_in_one_sentence(tmp_path: Path) -> None:
