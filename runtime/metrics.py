@@ -58,9 +58,11 @@ class LatencyCollector:
                                  labels=[*labels, "part"])
         for snap in self.source():
             cumulative, running = [], 0.0
-            for bound, count in zip((*LATENCY_BUCKETS, float("inf")), snap.buckets, strict=True):
+            for bound, count in zip(LATENCY_BUCKETS, snap.buckets, strict=False):
+                # the shares of rows are fractions: clamp their float sums to the exact row count
                 running += count
-                cumulative.append(("+Inf" if bound == float("inf") else repr(bound), running))
+                cumulative.append((repr(bound), min(running, snap.rows)))
+            cumulative.append(("+Inf", snap.rows))  # every measured row, exactly
             histogram.add_metric(list(snap.labels), cumulative, snap.latency_sum)
             within.add_metric(list(snap.labels), snap.within)
             rows.add_metric(list(snap.labels), snap.rows)

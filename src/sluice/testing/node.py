@@ -159,6 +159,7 @@ class NodeCluster:
         self.state.mkdir(parents=True)
         try:
             self._host_network()
+            RECORD.parent.mkdir(parents=True, exist_ok=True)
             RECORD.write_text(json.dumps({"owner": self.owner or os.getpid(), "state": str(self.state),
                                           "sysctls": self._saved_sysctls, "workdir": str(self.workdir),
                                           "kubectl": str(kube / "kubectl"),
