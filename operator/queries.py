@@ -73,13 +73,10 @@ async def reconcile_query(body: kopf.Body, name: str, namespace: str | None, met
             raise kopf.PermanentError(decision.message)
         token = await asyncio.to_thread(kube.read_token, query.spec.pool)
         url = runtime_url(pool_body, settings.current().namespace)
-        manifest = {k: body[k] for k in MANIFEST_KEYS}
-        manifest["metadata"] = {"name": name, "namespace": namespace}
         try:
             if token is None:
                 raise RuntimeUnreachable("the pool's token Secret does not exist yet")
-            quota = pool_model(pool_body).spec.quotas.get(namespace)
-            registration = await RuntimeClient(url, token).register(manifest, quota.weight if quota else 1.0)
+            registration = await RuntimeClient(url, token).register(*_registration(body, name, namespace, pool_body))
         except RuntimeUnreachable as error:
             message = f"cannot reach pool '{query.spec.pool}' runtime at {url} ({error}); retrying."
             patch.status["conditions"] = set_condition(conditions, "Registered", False, "RuntimeUnreachable", message,
@@ -127,13 +124,18 @@ async def deregister_query(body: kopf.Body, name: str, namespace: str | None, re
               message=f"removed from pool '{pool}'." if hosted else f"pool '{pool}' no longer hosted it.")
 
 
-async def _reregister(body: kopf.Body, name: str, namespace: str, runtime: RuntimeClient, pool_body: dict[str, Any],
-                      patch: kopf.Patch) -> None:
+def _registration(body: kopf.Body, name: str, namespace: str, pool_body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    """What the runtime is sent for a query: its manifest, and its tenant's quota weight on the pool."""
     manifest: dict[str, Any] = {k: body[k] for k in MANIFEST_KEYS}
     manifest["metadata"] = {"name": name, "namespace": namespace}
     quota = pool_model(pool_body).spec.quotas.get(namespace)
+    return manifest, quota.weight if quota else 1.0
+
+
+async def _reregister(body: kopf.Body, name: str, namespace: str, runtime: RuntimeClient, pool_body: dict[str, Any],
+                      patch: kopf.Patch) -> None:
     try:
-        registration = await runtime.register(manifest, quota.weight if quota else 1.0)
+        registration = await runtime.register(*_registration(body, name, namespace, pool_body))
     except (RuntimeUnreachable, RuntimeRefused) as error:
         patch.status["message"] = f"the pool's runtime no longer hosts the query and did not take it again ({error})."
         return
