@@ -66,6 +66,7 @@ async def reconcile_query(body: kopf.Body, name: str, namespace: str | None, met
         if not decision.admitted or pool_body is None:
             patch.status["phase"] = "Pending"
             patch.status["message"] = decision.message
+            metrics.phase(namespace, name, "Pending")
             if retry == 0:
                 kopf.warn(body, reason=decision.reason, message=decision.message)
             if decision.retry:
@@ -83,12 +84,14 @@ async def reconcile_query(body: kopf.Body, name: str, namespace: str | None, met
                                                        now_rfc3339(), generation)
             patch.status["phase"] = "Pending"
             patch.status["message"] = message
+            metrics.phase(namespace, name, "Pending")
             raise kopf.TemporaryError(message, delay=5) from None
         except RuntimeRefused as refused:
             patch.status["conditions"] = set_condition(conditions, "Registered", False, "Rejected", refused.message,
                                                        now_rfc3339(), generation)
             patch.status["phase"] = "Failed"
             patch.status["message"] = refused.message
+            metrics.phase(namespace, name, "Failed")
             kopf.warn(body, reason="Rejected", message=refused.message)
             return
         conditions = set_condition(conditions, "Registered", True, "Registered",
@@ -97,6 +100,7 @@ async def reconcile_query(body: kopf.Body, name: str, namespace: str | None, met
                                            generation)
         patch.status["phase"] = registration.phase
         patch.status["message"] = registration.message
+        metrics.phase(namespace, name, registration.phase)
         kopf.info(body, reason="Registered", message=f"running on pool '{query.spec.pool}' ({registration.phase}).")
 
 

@@ -25,11 +25,13 @@ from sluice.runtime.host import QueryHost
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.server import ServerThread
+from sluice.testing import prometheus
 from sluice.testing.controlplane import ControlPlane, free_port
 from sluice.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
 SYSTEM = "sluice-system"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -199,6 +201,28 @@ def test_quota_and_namespace_rules_keep_queries_pending(world: World) -> None:
     world.apply(query("outsider", "team-c"))
     c = wait_for(lambda: condition(world.get("sq", "outsider", "team-c"), "Admitted"), what="NamespaceNotAllowed")
     assert c["reason"] == "NamespaceNotAllowed" and "allowedNamespaces" in c["message"]
+
+
+def test_prometheus_scrapes_the_operator_and_the_stuck_query_alert_fires(world: World, tmp_path: Path) -> None:
+    """A real Prometheus scrapes the real operator's /metrics and evaluates the chart's alert rules
+    (rendered by helm, `pendingFor` 0s): the queries the rules above keep Pending fire
+    SluiceQueryStuck, and the registered one does not. (Found here: the operator set a query's
+    phase series only once it ran, so a query refused admission never fired this alert.)"""
+    import yaml
+
+    out = world.plane.helm("template", "sluice", str(ROOT), "--set", "alerts.enabled=true",
+                           "--set", "alerts.pendingFor=0s").stdout
+    rule = next(d for d in yaml.safe_load_all(out) if d and d["kind"] == "PrometheusRule")
+    target = f"127.0.0.1:{os.environ['SLUICE_METRICS_PORT']}"
+    with prometheus.running(tmp_path, {"sluice-operator": target}, {"groups": rule["spec"]["groups"]}) as prom:
+        firing = 'ALERTS{alertname="SluiceQueryStuck",alertstate="firing"}'
+        stuck = wait_for(lambda: len(found := prom.query(firing)) >= 2 and found, timeout=60, every=1,
+                         what="SluiceQueryStuck firing on scraped operator metrics")
+        names = {(a["metric"]["tenant"], a["metric"]["query"], a["metric"]["phase"]) for a in stuck}
+        assert {("team-b", "two", "Pending"), ("team-c", "outsider", "Pending")} <= names
+        assert not any(query == "one" for _, query, _ in names)  # a Running query is not stuck
+        reconciles = prom.query('sum(sluice_operator_reconciles_total{kind="StreamingQuery",result="ok"})')
+        assert float(reconciles[0]["value"][1]) >= 2  # team-a/fast and team-b/one registered
 
 
 def test_missing_pool_waits_then_registers_when_it_appears(world: World) -> None:
