@@ -51,14 +51,6 @@ class Peering(_Values):
 
 Share = Annotated[str, StringConstraints(pattern=r"^(0?\.[0-9]*[1-9][0-9]*|1(\.0*)?)$")]
 """A share in (0, 1] as `--set` passes it (helm's --set keeps decimals as text)."""
-Seconds = Annotated[str, StringConstraints(pattern=r"^[0-9]+(\.[0-9]+)?$")]
-
-
-class Autoscaler(_Values):
-    utilization: Annotated[float, Field(gt=0, le=1)] | Share = 0.7
-    """DS2 sizes executors so measured demand fills this share of their cores."""
-    cooldownSeconds: Annotated[float, Field(ge=0)] | Seconds = 120.0
-    """A pool shrinks only this long after its last change."""
 
 
 class ServiceMonitor(_Values):
@@ -131,7 +123,6 @@ class ChartValues(_Values):
     runtimeImage: str = Field(default=RUNTIME_IMAGE, min_length=1)
     """The image of pools without spec.image."""
     logLevel: Literal["debug", "info", "warning", "error"] = "info"
-    autoscaler: Autoscaler = Field(default_factory=Autoscaler)
     resources: Resources = Field(default_factory=Resources)
     metrics: Metrics = Field(default_factory=Metrics)
     alerts: Alerts = Field(default_factory=Alerts)

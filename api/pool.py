@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, JsonValue, model_validator
 
 from .common import CommonStatus, DnsName, Model, ObjectMeta
 from .constants import API_VERSION, ApiVersion, Policy
-from .units import Cpu, Memory
+from .units import Cpu, Duration, Memory
 
 
 class ExecutorShape(Model):
@@ -77,6 +77,64 @@ class Quota(Model):
     or the operator restarts)."""
 
 
+AutoscalingMode = Literal["apply", "recommend", "off"]
+_LONGEST = Duration.parse("24h")
+
+
+def _at_most_a_day(value: Duration) -> Duration:
+    if value.seconds > _LONGEST.seconds:
+        raise ValueError(f"'{value.text}' is longer than 24h; give a duration of at most 24h, such as '5m'")
+    return value
+
+
+def _above_zero(value: Duration) -> Duration:
+    if value.seconds <= 0:
+        raise ValueError(f"must be longer than zero, got '{value.text}'")
+    return value
+
+
+DayDuration = Annotated[Duration, AfterValidator(_at_most_a_day)]
+PositiveDayDuration = Annotated[Duration, AfterValidator(_above_zero), AfterValidator(_at_most_a_day)]
+
+
+def _day_rule(field: str, optional: bool = False) -> JsonValue:
+    check = f"duration(self.{field}) <= duration('24h')"
+    if optional:  # omitted is fine; given, it must be above zero too
+        check = f"!has(self.{field}) || (duration(self.{field}) > duration('0s') && {check})"
+    return {"rule": check, "message": f"autoscaling.{field} must be at most 24h" + (" and above zero" if optional else "")}
+
+
+class Autoscaling(Model):
+    """How DS2 sizes the pool's executors (when `executors` is not fixed)."""
+
+    model_config = Model.model_config | {
+        "json_schema_extra": {"x-kubernetes-validations": [
+            _day_rule("stabilizationWindow"), _day_rule("scaleDownDelay"), _day_rule("catchUp", optional=True)]}
+    }
+
+    mode: AutoscalingMode = "apply"
+    """apply: DS2 sets the executor target. recommend: status shows what DS2 would do
+    (`status.autoscaling.recommendation`) and nothing changes. off: no sizing at all."""
+    utilization: float = Field(default=0.7, gt=0, le=1)
+    """The busy share of the executors' cores DS2 sizes for (the rest is headroom that keeps
+    micro-batches short enough for the SLAs)."""
+    stabilizationWindow: DayDuration = Duration.parse("1m")
+    """After a change, no other change for this long: the runtime's measurements of the
+    transition (executors starting, state reloading) are not the new size's."""
+    scaleDownDelay: DayDuration = Duration.parse("5m")
+    """The demand must want fewer executors for this long before the pool shrinks, and it
+    shrinks to the most it wanted over that time (a dip does not shrink it)."""
+    maxScaleDownFactor: float = Field(default=0.5, gt=0, le=1)
+    """A shrink removes at most this share of the executors in one step (and at least one)."""
+    catchUp: PositiveDayDuration | None = None
+    """Time to drain a Kafka query's lag in: the target rate is the producer rate plus lag /
+    catchUp. Omitted: 10x each query's latency target, at least 30 s and at most 10 min."""
+    effectivenessThreshold: float = Field(default=0.1, ge=0, le=1)
+    """A scale-up that raised throughput by less than this share of what it should have, while
+    the pool was behind, is ineffective: it is recorded, and DS2 stops growing the pool past it
+    until the spec changes or the pool shrinks."""
+
+
 _MIN_EXECUTORS, _MAX_EXECUTORS = 1, 4
 _MIN = f"(has(self.minExecutors) ? self.minExecutors : {_MIN_EXECUTORS})"
 _MAX = f"(has(self.maxExecutors) ? self.maxExecutors : {_MAX_EXECUTORS})"
@@ -112,6 +170,8 @@ class StreamingPoolSpec(Model):
     """Most executors the autoscaler may request."""
     executors: int | None = Field(default=None, ge=0)
     """Fixed executor count (set by `kubectl scale`); omitted: DS2 chooses within min..max."""
+    autoscaling: Autoscaling = Field(default_factory=Autoscaling)
+    """DS2's settings: mode, utilization, stabilization, scale-down delay and step, catch-up time."""
     checkpoints: Checkpoints = Field(default_factory=Checkpoints)
     """Checkpoint volume; omitted: an emptyDir, so a restarted driver pod starts every query
     afresh from its `startingOffsets` (set `claimName` to keep them)."""
@@ -142,6 +202,62 @@ class StreamingPoolSpec(Model):
         return not self.allowedNamespaces or namespace in self.allowedNamespaces
 
 
+class Recommendation(Model):
+    """What DS2 would set, whether or not it was applied."""
+
+    executors: int = 0
+    """Executors DS2 recommends."""
+    reason: str = ""
+    """Why, in a sentence."""
+    time: str = ""
+    """RFC 3339 time of the recommendation."""
+
+
+class ScaleUp(Model):
+    """A scale-up awaiting its effectiveness check (after the stabilization window)."""
+
+    time: str = ""
+    fromExecutors: int = 0
+    toExecutors: int = 0
+    throughput: float = 0.0
+    """Rows per second the pool's queries read before it."""
+    targetRate: float = 0.0
+    """Rows per second they had to read (producer rates plus lag to drain)."""
+
+
+class IneffectiveScaling(Model):
+    """A scale-up that added (almost) no throughput while the pool was behind."""
+
+    time: str = ""
+    fromExecutors: int = 0
+    toExecutors: int = 0
+    expectedRate: float = 0.0
+    """Rows per second the pool should have gained."""
+    observedRate: float = 0.0
+    """Rows per second it gained."""
+    generation: int = 0
+    """The pool's generation then: a spec change clears the record."""
+
+
+class AutoscalingStatus(Model):
+    """DS2's memory between decisions, and what it recommends."""
+
+    mode: str = ""
+    """The mode in force."""
+    recommendation: Recommendation | None = None
+    """What DS2 would set now (in every mode but off)."""
+    lagRows: int | None = None
+    """Rows the pool's Kafka queries are behind their topics, summed."""
+    scaleDownSince: str = ""
+    """Since when (RFC 3339) the demand has wanted fewer executors than the pool has."""
+    scaleDownTo: int = 0
+    """The most executors the demand wanted since then (what a shrink goes down to)."""
+    pendingScaleUp: ScaleUp | None = None
+    """The last scale-up, until its effectiveness is checked."""
+    ineffectiveScaling: IneffectiveScaling | None = None
+    """A scale-up that did not help; DS2 does not grow past it."""
+
+
 class StreamingPoolStatus(CommonStatus):
     """Observed state of a StreamingPool."""
 
@@ -151,6 +267,8 @@ class StreamingPoolStatus(CommonStatus):
     """Policy in force."""
     selector: str = ""
     """Label selector of the pool's executor pods (the scale subresource's, for HPA and KEDA)."""
+    autoscaling: AutoscalingStatus | None = None
+    """DS2's recommendation, lag and anti-flap memory."""
 
 
 class StreamingPool(Model):

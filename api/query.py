@@ -434,6 +434,10 @@ class StreamingQueryStatus(CommonStatus):
     """Rows processed since the query started."""
     schedulerMode: str = ""
     """'gated' when the Cameo scheduler orders batches; 'fail-open' when it is unreachable."""
+    kafkaLag: int | None = None
+    """Kafka sources: rows behind the topics' latest offsets (at the last batch)."""
+    producerRate: float | None = None
+    """Kafka sources: rows per second the producers append to the topics."""
 
 
 class StreamingQuery(Model):

@@ -43,6 +43,8 @@ class Load(Answer):
     rows: int = 0
     usefulSeconds: float = 0.0
     """Task run time minus shuffle fetch wait, summed over those batches."""
+    perBatch: list[tuple[int, float]] = Field(default_factory=list)
+    """(input rows, useful task seconds) of each of those batches, oldest first."""
 
 
 class StageTimes(Answer):
@@ -71,6 +73,10 @@ class QueryStatus(Answer):
     batches: int = 0
     input_rate: float = 0.0
     processing_rate: float = 0.0
+    kafka_lag: int | None = None
+    """Kafka sources: rows behind the latest offsets when the last batch was planned."""
+    producer_rate: float | None = None
+    """Kafka sources: rows per second appended to the query's topic partitions (latest offsets over time)."""
     state_rows: int = 0
     state_bytes: int = 0
     scheduler: SchedulerMode = "ungated"

@@ -11,7 +11,6 @@ import asyncio
 import logging
 import secrets
 import time
-from datetime import datetime
 from typing import Any
 
 import kopf
@@ -97,19 +96,33 @@ def _ready(conditions: list[dict[str, Any]], up: bool, url: str, generation: int
                          now_rfc3339(), generation)
 
 
-async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, patch: kopf.Patch) -> scaling.Plan:
-    """The executor target (spec.executors, else DS2 on the runtime's measurements); records a DS2 change."""
+async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, patch: kopf.Patch,
+                generation: int | None) -> scaling.Plan:
+    """The executor target (spec.executors, else DS2 on the runtime's measurements); records DS2's
+    recommendation and memory in status, and a change as the last scaling decision."""
     status = body.get("status") or {}
     current = int((status.get("executors") or {}).get("target") or model.spec.minExecutors)
     try:
         queries: dict[str, QueryStatus] | None = await runtime.queries()
     except RuntimeRefused:
         queries = None
-    last = (status.get("lastScalingDecision") or {}).get("time")
-    last_change = datetime.fromisoformat(last).timestamp() if last else None
-    config = settings.current()
-    limits = scaling.bounds(model, config.ds2_utilization, config.ds2_cooldown)
-    chosen = scaling.plan(model, current, queries, limits, time.time(), last_change)
+    chosen = scaling.plan(model, current, queries, time.time(), scaling.memory(status), generation or 0)
+    auto: dict[str, Any] = {"mode": model.spec.autoscaling.mode}
+    if chosen.recommendation is not None:
+        auto["recommendation"] = {"executors": chosen.recommendation.target, "reason": chosen.recommendation.reason,
+                                  "time": now_rfc3339()}
+        found = chosen.recommendation.ineffective_found
+        if found is not None:
+            kopf.warn(body, reason="IneffectiveScaling",
+                      message=f"growing from {found.from_executors} to {found.to_executors} executors added "
+                              f"{found.observed:.0f} rows/s of the {found.expected:.0f} expected; DS2 will not grow "
+                              f"past {found.to_executors} until the spec changes.")
+    if queries is not None:
+        lags = [q.kafka_lag for q in queries.values() if q.kafka_lag is not None]
+        auto["lagRows"] = sum(lags) if lags else None
+    if chosen.memory is not None:
+        auto.update(scaling.memory_status(chosen.memory))
+    patch.status["autoscaling"] = auto
     if chosen.decision is not None:
         patch.status["lastScalingDecision"] = {"time": now_rfc3339(), "fromExecutors": current,
                                                "toExecutors": chosen.target, "reason": chosen.decision.reason}
@@ -139,7 +152,7 @@ async def _scale(body: kopf.Body, name: str, model: StreamingPool, runtime: Runt
     previous = int(((body.get("status") or {}).get("executors") or {}).get("current", 0))
     target = previous
     try:
-        chosen = await _plan(body, model, runtime, patch)
+        chosen = await _plan(body, model, runtime, patch, generation)
         target = chosen.target
         conditions = _overload(body, name, chosen, conditions, generation, patch)  # even if the target is refused
         patch.status["executors"] = {"current": previous, "target": target}

@@ -198,6 +198,10 @@ async def sync_query(body: kopf.Body, name: str, namespace: str | None, meta: ko
     patch.status["batches"] = status.batches
     patch.status["rows"] = status.rows
     patch.status["schedulerMode"] = status.scheduler
+    if status.kafka_lag is not None:
+        patch.status["kafkaLag"] = status.kafka_lag
+    if status.producer_rate is not None:
+        patch.status["producerRate"] = round(status.producer_rate, 2)
     patch.status["bottleneck"] = status.bottleneck
     patch.status["batchIntervalMs"] = status.interval_ms
     patch.status["batchIntervalReason"] = status.interval_reason

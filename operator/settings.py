@@ -12,8 +12,6 @@
   SLUICE_LOG_LEVEL            debug, info, warning, error
   SLUICE_STATUS_INTERVAL      seconds between a query's status syncs
   SLUICE_POOL_SYNC_INTERVAL   seconds between a pool's syncs (and DS2 decisions)
-  SLUICE_DS2_UTILIZATION      DS2's target busy share of the cores, in (0, 1]
-  SLUICE_DS2_COOLDOWN         seconds after a change before a pool may shrink
   SLUICE_RUNTIME_IMAGE        the image of pools without spec.image
   KUBECONFIG                  outside a pod: the kubeconfig to use
 
@@ -48,8 +46,6 @@ class Settings:
     log_level: str = "INFO"
     status_interval: float = 10.0
     pool_sync_interval: float = 15.0
-    ds2_utilization: float = 0.7
-    ds2_cooldown: float = 120.0
     kubeconfig: str | None = None
     runtime_image: str = RUNTIME_IMAGE
     peering_name: str = "sluice.dev"
@@ -88,10 +84,6 @@ class Settings:
             status_interval=number("SLUICE_STATUS_INTERVAL", _DEFAULT.status_interval, lambda v: 0 < v < math.inf, seconds),
             pool_sync_interval=number("SLUICE_POOL_SYNC_INTERVAL", _DEFAULT.pool_sync_interval, lambda v: 0 < v < math.inf,
                                       seconds),
-            ds2_utilization=number("SLUICE_DS2_UTILIZATION", _DEFAULT.ds2_utilization, lambda v: 0 < v <= 1,
-                                   "a number above 0 and at most 1, such as 0.7"),
-            ds2_cooldown=number("SLUICE_DS2_COOLDOWN", _DEFAULT.ds2_cooldown, lambda v: 0 <= v < math.inf,
-                                "a number of seconds, 0 or more, such as 120"),
             kubeconfig=env.get("KUBECONFIG") or None,
             runtime_image=env.get("SLUICE_RUNTIME_IMAGE") or RUNTIME_IMAGE,
             peering_name=env.get("SLUICE_PEERING_NAME") or _DEFAULT.peering_name,

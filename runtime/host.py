@@ -36,6 +36,7 @@ from . import realtime
 from .gate import FixedPool, Gate, Gatekeeper
 from .hosted import HostedQuery, query_spec
 from .kafka_check import kafka_problem
+from .kafka_lag import kafka_position
 from .latency import GRID, BatchLatency, LatencyWindow, Summary, batch_latency
 from .metrics import LatencyCollector, LatencySnapshot, Metrics
 from .pipeline import OBSERVED, build, spark_name
@@ -405,6 +406,7 @@ class QueryHost:
         observed = (progress.observedMetrics or {}).get(OBSERVED)
         output = int(observed["n"] or 0) if observed is not None else 0
         produced = [float(x) for x in (observed["q"] or [])] if observed is not None else []
+        position = kafka_position((str(s.description or ""), s.latestOffset, s.endOffset) for s in progress.sources or [])
         with self.lock:
             hosted = self._by_spark_name.get(name)
             if hosted is None:
@@ -423,6 +425,9 @@ class QueryHost:
                 timeline.latency = max(latency.latencies)
             hosted.input_rate = float(progress.inputRowsPerSecond or 0.0)
             hosted.processing_rate = float(progress.processedRowsPerSecond or 0.0)
+            if position is not None and progress.timestamp:
+                hosted.offsets.observe(_epoch(progress.timestamp), position)
+            lag = hosted.offsets.lag
             if newest:  # the newest *input* event (windowed output rows carry window ends instead)
                 hosted.newest_input = _epoch(newest)
             hosted.state_rows = sum(int(op.numRowsTotal or 0) for op in operators)
@@ -433,6 +438,8 @@ class QueryHost:
         self.metrics.input_rate.labels(*labels).set(rate)
         self.metrics.state_rows.labels(*labels).set(state_rows)
         self.metrics.state_bytes.labels(*labels).set(state_bytes)
+        if lag is not None:
+            self.metrics.kafka_lag.labels(*labels).set(lag)
 
     def on_stages(self, stages: list[StageCost]) -> None:
         """Spark's task metrics for completed stages, per query and per batch."""

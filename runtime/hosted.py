@@ -17,6 +17,7 @@ from sluice.scheduler.core import Completion, Grant
 from sluice.scheduler.policies import QuerySpec
 
 from .critical_path import BatchTimeline, bottleneck, critical_path, shares
+from .kafka_lag import SourceOffsets
 from .latency import LatencyWindow
 
 RECENT_BATCHES = 32
@@ -90,6 +91,8 @@ class HostedQuery:
     execution_reason: str = ""
     probe: Any = None
     """A Real-time query's sink latency consumer, while it runs."""
+    offsets: SourceOffsets = field(default_factory=SourceOffsets)
+    """A Kafka source's lag and producer rate, from each batch's latest and end offsets."""
     phase_log: dict[str, deque[float]] = field(default_factory=dict)
     """Phase -> milliseconds of the latest measured batches (`sluice run --report` prints their quantiles)."""
 
@@ -153,8 +156,10 @@ class HostedQuery:
 
     def measured_load(self) -> Load:
         """Input rows and useful task seconds summed over recent batches that have both."""
-        done = [(t.rows, t.useful_seconds) for t in self.timelines.values() if t.rows > 0 and t.useful_seconds > 0]
-        return Load(batches=len(done), rows=int(sum(r for r, _ in done)), usefulSeconds=round(sum(u for _, u in done), 4))
+        done = [(int(t.rows), round(t.useful_seconds, 4)) for _, t in sorted(self.timelines.items())
+                if t.rows > 0 and t.useful_seconds > 0]
+        return Load(batches=len(done), rows=sum(r for r, _ in done), usefulSeconds=round(sum(u for _, u in done), 4),
+                    perBatch=done)
 
     def status(self, now: float, gated: bool) -> QueryStatus:
         """The query's status at `now`; `gated`: the host has a scheduler (else 'ungated')."""
@@ -167,6 +172,7 @@ class HostedQuery:
             attainment=summary.attainment, attainment_total=self.window.overall_attainment(),
             rows=self.input_rows, output_rows=self.output_rows, batches=self.batches,
             input_rate=self.input_rate, processing_rate=self.processing_rate,
+            kafka_lag=self.offsets.lag, producer_rate=self.offsets.producer_rate,
             state_rows=self.state_rows, state_bytes=self.state_bytes,
             scheduler=self.gate_mode if gated and self.execution != "realTime" else "ungated",
             bands=dict(self.bands), groupedBatches=self.grouped,

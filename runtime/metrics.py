@@ -91,6 +91,8 @@ class Metrics:
         self.fetch_wait = Counter("sluice_runtime_shuffle_fetch_wait_seconds_total", "Task time spent waiting for shuffle data.", labels, registry=registry)
         self.stage_records = Counter("sluice_runtime_stage_input_records_total", "Records read by the query's stages.", labels, registry=registry)
         self.phase = Gauge("sluice_runtime_query_up", "1 while the query runs.", labels, registry=registry)
+        self.kafka_lag = Gauge("sluice_query_kafka_lag_rows", "Rows a Kafka query is behind its topics' latest offsets.",
+                               labels, registry=registry)
 
     def forget(self, tenant: str, key: str) -> None:
         for metric in vars(self).values():

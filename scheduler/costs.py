@@ -30,8 +30,8 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def fit_line(points: list[tuple[int, float]]) -> tuple[float, float] | None:
-    """cost = fixed + per_row x rows through (rows, seconds) points, once their sizes differ 3x or more.
+def fit_line(points: list[tuple[int, float]], spread: float = 3.0) -> tuple[float, float] | None:
+    """cost = fixed + per_row x rows through (rows, seconds) points, once their sizes differ `spread`x or more.
 
     Until then the split between fixed and per-row cost is unobservable: None. A line with a
     negative part is no model of a batch: None too."""
@@ -39,7 +39,7 @@ def fit_line(points: list[tuple[int, float]]) -> tuple[float, float] | None:
     if len(points) < 4:
         return None
     sizes = [r for r, _ in points]
-    if max(sizes) < 3 * min(sizes):
+    if max(sizes) < spread * min(sizes):
         return None
     n = len(points)
     mean_r = sum(sizes) / n

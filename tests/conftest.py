@@ -11,6 +11,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real single-node Kafka broker (KRaft, jars from Maven Central), shared by the session's tiers."""
+    from sluice.testing.kafka import KafkaBroker, KafkaUnavailable
+    from sluice.testing.processes import running
+
+    with running(KafkaBroker(Path(tmp_path_factory.mktemp("kafka"))), KafkaUnavailable) as kafka:
+        yield kafka
+
+
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One real local SparkSession per test module (FAIR mode with the band ladder)."""

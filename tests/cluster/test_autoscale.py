@@ -15,14 +15,14 @@ import pytest
 from sluice.testing.controlplane import ControlPlane, free_port
 from sluice.testing.waiting import wait_for
 
-from .test_operator import World, condition, ds2_utilization, open_world, pool, query
+from .test_operator import World, condition, open_world, pool, query
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
 def elastic(crds_installed: ControlPlane, cluster_spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    with open_world(crds_installed, cluster_spark, Path(tmp_path_factory.mktemp("ck")), SLUICE_DS2_COOLDOWN="0") as world:
+    with open_world(crds_installed, cluster_spark, Path(tmp_path_factory.mktemp("ck"))) as world:
         yield world
 
 
@@ -47,7 +47,8 @@ def at_target(world: World, what: str) -> dict[str, Any]:
 def test_ds2_grows_and_shrinks_a_real_application(elastic: World) -> None:
     world = elastic
     port = free_port()
-    world.apply(pool("elastic", port, minExecutors=1, maxExecutors=2))
+    quick = {"stabilizationWindow": "0s", "scaleDownDelay": "0s"}
+    world.apply(pool("elastic", port, minExecutors=1, maxExecutors=2, autoscaling=quick))
     world.serve_pool_runtime("elastic", port)
     # a 2 s trigger: few batches, so the measured demand (task overhead included) fits one executor
     # at the default utilization; at 500 ms it measured 0.5-0.8 cores, too close to 0.7 to rely on
@@ -57,13 +58,15 @@ def test_ds2_grows_and_shrinks_a_real_application(elastic: World) -> None:
     wait_for(lambda: (h := world.host.queries.get("team-a/steady")) and h.measured_load().batches >= 2,
              timeout=90, what="the query's load measured")
 
-    with ds2_utilization(0.0001):  # the same load now needs more than the pool allows
-        grown = decision_to(world, 2, "DS2 deciding to grow")
-        assert grown["fromExecutors"] == 1 and "capped at maxExecutors 2" in grown["reason"]
-        running(world, 2, "a second executor started by Spark")
-        at = at_target(world, "Scaled AtTarget at two")
-        assert "2 of 2 executors running; DS2:" in at["message"]
+    # the same load now needs more than the pool allows
+    world.apply(pool("elastic", port, minExecutors=1, maxExecutors=2, autoscaling={**quick, "utilization": 0.0001}))
+    grown = decision_to(world, 2, "DS2 deciding to grow")
+    assert grown["fromExecutors"] == 1 and "capped at maxExecutors 2" in grown["reason"]
+    running(world, 2, "a second executor started by Spark")
+    at = at_target(world, "Scaled AtTarget at two")
+    assert "2 of 2 executors running; DS2:" in at["message"]
 
+    world.apply(pool("elastic", port, minExecutors=1, maxExecutors=2, autoscaling=quick))
     shrunk = decision_to(world, 1, "DS2 deciding to shrink at the default utilization")
     assert shrunk["fromExecutors"] == 2 and "shrinking from 2" in shrunk["reason"]
     running(world, 1, "the surplus executor drained")

@@ -59,7 +59,6 @@ def test_the_values_defaults_are_the_code_defaults() -> None:
     defaults = Settings()
     assert values["metrics"]["port"] == OPERATOR_METRICS_PORT == defaults.metrics_port
     assert values["healthPort"] == OPERATOR_HEALTH_PORT == defaults.health_port
-    assert values["autoscaler"] == {"utilization": defaults.ds2_utilization, "cooldownSeconds": defaults.ds2_cooldown}
 
 
 def test_the_liveness_probe_is_kopfs_own(crds_installed: ControlPlane, tmp_path: Path) -> None:
@@ -84,12 +83,12 @@ def test_the_liveness_probe_is_kopfs_own(crds_installed: ControlPlane, tmp_path:
 
 def test_values_are_checked_against_the_generated_schema(crds_installed: ControlPlane) -> None:
     bad = crds_installed.helm("lint", "--strict", str(ROOT), "--set", "replicas=two", "--set", "metrics.port=abc",
-                              "--set", "imagee.tag=x", "--set", "autoscaler.utilization=2", check=False)
+                              "--set", "imagee.tag=x", "--set", "alerts.objective=2", check=False)
     said = bad.stdout + bad.stderr
     assert bad.returncode != 0
-    for field in ("/replicas", "/metrics/port", "imagee", "/autoscaler/utilization"):
+    for field in ("/replicas", "/metrics/port", "imagee", "/alerts/objective"):
         assert field in said, field
-    crds_installed.helm("lint", "--strict", str(ROOT), "--set", "replicas=1", "--set", "autoscaler.utilization=0.5",
+    crds_installed.helm("lint", "--strict", str(ROOT), "--set", "replicas=1", "--set", "alerts.objective=0.95",
                         "--set", "watchNamespaces={team-a,team-b}")
 
 

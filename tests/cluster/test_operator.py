@@ -13,7 +13,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -112,17 +112,6 @@ def open_world(plane: ControlPlane, spark: Any, checkpoints: Path, **env: str) -
             else:
                 os.environ[k] = v
         settings.use(None)
-
-
-@contextlib.contextmanager
-def ds2_utilization(value: float) -> Iterator[None]:
-    """The in-process operator's DS2 utilization, for a while."""
-    before = settings.current()
-    settings.use(replace(before, ds2_utilization=value))
-    try:
-        yield
-    finally:
-        settings.use(before)
 
 
 @pytest.fixture(scope="module")
@@ -291,20 +280,20 @@ def test_ds2_sizes_a_pool_without_a_fixed_count_from_measured_rates(world: World
                                (s := world.host.status("team-a/measured")).load.batches >= 2 and s),
                       timeout=90, what="useful task seconds measured for a query")
     assert status.load.usefulSeconds > 0 and status.load.rows > 0
-    with ds2_utilization(0.0001):
-        port = free_port()
-        world.apply(pool("auto", port, minExecutors=1, maxExecutors=3))
-        world.serve_pool_runtime("auto", port)
-        decision = wait_for(lambda: ((world.get("sp", "auto") or {}).get("status") or {}).get("lastScalingDecision"),
-                            timeout=60, what="a DS2 decision in status")
-        # the demand needs more than maxExecutors: the pool says so, and so does a query on it
-        over = wait_for(lambda: (c := condition(world.get("sp", "auto"), "Overloaded")) and c["status"] == "True" and c,
-                        timeout=60, what="the pool's Overloaded condition")
-        assert over["message"].startswith("the measured demand needs ") and "(maxExecutors is 3)" in over["message"]
-        world.apply(query("crowded", "team-a", pool_name="auto"))
-        crowded = wait_for(lambda: (c := condition(world.get("sq", "crowded", "team-a"), "Overloaded"))
-                           and c["status"] == "True" and c, timeout=90, what="the query's Overloaded condition")
-        assert crowded["message"].startswith("pool 'auto' is overloaded: the measured demand needs ")
+    # a tiny utilization target: the load needs more than the pool allows
+    port = free_port()
+    world.apply(pool("auto", port, minExecutors=1, maxExecutors=3, autoscaling={"utilization": 0.0001}))
+    world.serve_pool_runtime("auto", port)
+    decision = wait_for(lambda: ((world.get("sp", "auto") or {}).get("status") or {}).get("lastScalingDecision"),
+                        timeout=60, what="a DS2 decision in status")
+    # the demand needs more than maxExecutors: the pool says so, and so does a query on it
+    over = wait_for(lambda: (c := condition(world.get("sp", "auto"), "Overloaded")) and c["status"] == "True" and c,
+                    timeout=60, what="the pool's Overloaded condition")
+    assert over["message"].startswith("the measured demand needs ") and "(maxExecutors is 3)" in over["message"]
+    world.apply(query("crowded", "team-a", pool_name="auto"))
+    crowded = wait_for(lambda: (c := condition(world.get("sq", "crowded", "team-a"), "Overloaded"))
+                       and c["status"] == "True" and c, timeout=90, what="the query's Overloaded condition")
+    assert crowded["message"].startswith("pool 'auto' is overloaded: the measured demand needs ")
     assert decision["fromExecutors"] == 1 and decision["toExecutors"] == 3
     assert "capped at maxExecutors 3" in decision["reason"] and "growing from 1" in decision["reason"]
     body = world.get("sp", "auto")

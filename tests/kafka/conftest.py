@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sluice.testing.kafka import KafkaBroker, KafkaUnavailable
-from sluice.testing.processes import running
-
-
-@pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
-    with running(KafkaBroker(Path(tmp_path_factory.mktemp("kafka"))), KafkaUnavailable) as kafka:
-        yield kafka
+from sluice.testing.kafka import KafkaBroker
 
 
 @pytest.fixture

@@ -142,8 +142,7 @@ def exactly_once(broker: KafkaBroker, topic: str, sent: int) -> tuple[int, int]:
 
 @pytest.fixture(scope="module")
 def release(node: NodeCluster) -> Iterator[NodeCluster]:
-    proc = node.helm("install", "sluice", str(ROOT), "--namespace", NS, "--create-namespace", "--wait", "--timeout", "3m",
-                     "--set", "autoscaler.cooldownSeconds=20")
+    proc = node.helm("install", "sluice", str(ROOT), "--namespace", NS, "--create-namespace", "--wait", "--timeout", "3m")
     assert proc.returncode == 0, proc.stderr
     yield node
 
@@ -267,11 +266,11 @@ def test_a_killed_driver_restarts_and_its_queries_resume_from_their_checkpoints(
 def test_ds2_grows_the_pool_on_a_load_step_and_shrinks_it_after(release: NodeCluster, node_broker: KafkaBroker) -> None:
     node = release
     # the autoscaler's utilization is lowered so that a load step this 2-core machine can carry
-    # (3,000 events/s of a pass-through query: ~0.1-0.5 cores) asks for more than one executor
-    proc = node.helm("upgrade", "sluice", str(ROOT), "--namespace", NS, "--reuse-values", "--wait", "--timeout", "3m",
-                     "--set", "autoscaler.utilization=0.04")
-    assert proc.returncode == 0, proc.stderr
-    node.kubectl("patch", "sp", POOL, "--type", "json", "-p", '[{"op": "remove", "path": "/spec/executors"}]')
+    # (3,000 events/s of a pass-through query: ~0.1-0.5 cores) asks for more than one executor;
+    # short anti-flap times keep the test short
+    auto = {"utilization": 0.04, "stabilizationWindow": "10s", "scaleDownDelay": "20s"}
+    node.kubectl("patch", "sp", POOL, "--type", "json", "-p", json.dumps([
+        {"op": "remove", "path": "/spec/executors"}, {"op": "add", "path": "/spec/autoscaling", "value": auto}]))
     for topic in ("step-in", "step"):
         node_broker.create_topic(topic, partitions=2)
     node.kubectl("apply", "-f", "-", input=yaml.safe_dump(query("step", "step-in", "step", node_broker.bootstrap)))

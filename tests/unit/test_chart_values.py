@@ -41,7 +41,7 @@ def test_decimals_set_on_the_command_line_are_checked_as_text_too() -> None:
     import pydantic
     import pytest
 
-    assert ChartValues.model_validate({"autoscaler": {"utilization": "0.5"}}).autoscaler.utilization == "0.5"
+    assert ChartValues.model_validate({"alerts": {"objective": "0.95"}}).alerts.objective == "0.95"
     for bad in ("1.5", "0", "abc", 2):
         with pytest.raises(pydantic.ValidationError):
-            ChartValues.model_validate({"autoscaler": {"utilization": bad}})
+            ChartValues.model_validate({"alerts": {"objective": bad}})

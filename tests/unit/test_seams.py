@@ -78,9 +78,9 @@ def test_spark_name_is_injective_and_safe(a: str, b: str) -> None:
 
 def test_settings_read_the_environment_with_defaults() -> None:
     config = Settings.from_env({"SLUICE_NAMESPACE": "ops", "SLUICE_WATCH_NAMESPACES": "a, b,,",
-                                "SLUICE_PEERING": "true", "SLUICE_DS2_COOLDOWN": "0"})
+                                "SLUICE_PEERING": "true", "SLUICE_POOL_SYNC_INTERVAL": "2"})
     assert config.namespace == "ops" and config.watch_namespaces == ("a", "b") and config.peering
-    assert config.ds2_cooldown == 0 and config.ds2_utilization == 0.7 and config.metrics_port == 8080
+    assert config.pool_sync_interval == 2 and config.status_interval == 10 and config.metrics_port == 8080
     assert Settings.from_env({}) == Settings()
 
 
@@ -90,7 +90,7 @@ def test_settings_read_the_environment_with_defaults() -> None:
     ("SLUICE_METRICS_PORT", "http", "TCP port"),
     ("SLUICE_METRICS_PORT", "70000", "TCP port"),
     ("SLUICE_LOG_LEVEL", "loud", "debug, info"),
-    ("SLUICE_DS2_UTILIZATION", "0", "above 0 and at most 1"),
+    ("SLUICE_PEERING_LIFETIME", "2", "whole seconds from 5"),
 ])
 def test_a_bad_setting_is_one_sentence_naming_the_variable(name: str, value: str, words: str) -> None:
     with pytest.raises(SettingsError) as error:
