@@ -75,14 +75,15 @@ def test_recommend_mode_shows_ds2s_choice_and_changes_nothing(backlog: tuple[Wor
                      .get("kafkaLag", 0) > 0 and s.get("producerRate", 0) > 0 and s,
                      timeout=120, every=1, what="the query's Kafka lag and producer rate in status")
     assert 200 < query["producerRate"] < 600, query["producerRate"]  # the producer writes 400 events/s
-    status = wait_for(lambda: (s := pool_status(world, "advisor")).get("autoscaling", {}).get("recommendation") and s,
-                      timeout=60, every=1, what="DS2's recommendation in the pool's status")
+    status = wait_for(lambda: (s := pool_status(world, "advisor")).get("autoscaling", {}).get("recommendation", {})
+                      .get("executors") == 3 and s, timeout=60, every=1,
+                      what="DS2's recommendation (maxExecutors, at this utilization) in the pool's status")
     auto = status["autoscaling"]
     assert auto["mode"] == "recommend" and auto["recommendation"]["executors"] == 3
     assert auto["lagRows"] > 0
     assert status["executors"]["target"] == 1 and "lastScalingDecision" not in status  # nothing changed
-    scaled = next(c for c in status["conditions"] if c["type"] == "Scaled")
-    assert "DS2 recommends 3 (spec.autoscaling.mode is recommend; nothing changes)" in scaled["message"]
+    assert "capped at maxExecutors 3" in auto["recommendation"]["reason"]
+    assert "growing from 1" in auto["recommendation"]["reason"]
 
 
 def test_a_scale_up_that_adds_no_throughput_is_recorded_as_ineffective(backlog: tuple[World, str, str]) -> None:

@@ -71,6 +71,24 @@ def test_server_schema_and_sluice_validate_agree(crds_installed: ControlPlane, c
     assert "spot-check" in server.stderr or "invalid" in server.stderr.lower() or "unknown field" in server.stderr
 
 
+POOL_CHECKS = [
+    ("utilization", 0), ("utilization", 1.5), ("mode", "maybe"), ("scaleDownDelay", "25h"),
+    ("stabilizationWindow", "-1s"), ("catchUp", "0s"), ("catchUp", "2d"), ("maxScaleDownFactor", 0),
+    ("effectivenessThreshold", 2),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), POOL_CHECKS, ids=[f"{f}={v}" for f, v in POOL_CHECKS])
+def test_bad_autoscaling_settings_are_refused_by_both_with_the_field(crds_installed: ControlPlane, field: str,
+                                                                     value: Any) -> None:
+    doc = {"apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingPool", "metadata": {"name": "spot-pool"},
+           "spec": {"autoscaling": {field: value}}}
+    _, errors = parse_text(yaml.safe_dump(doc), "p.yaml")
+    assert len(errors) == 1 and errors[0].path == f"spec.autoscaling.{field}", errors
+    server = crds_installed.kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(doc), check=False)
+    assert server.returncode != 0 and field in server.stderr, server.stderr
+
+
 def test_a_valid_variation_passes_both(crds_installed: ControlPlane) -> None:
     _ensure_namespace(crds_installed, "analytics")
     doc = _mutated(("spec", "sla", "latencyTarget"), "1.5s")
