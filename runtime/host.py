@@ -456,7 +456,7 @@ class QueryHost:
                 timeline.useful_seconds += stage.useful_seconds
                 if stage.span is not None:
                     timeline.stages.append(stage.span)
-                labels = (hosted.query.tenant, stage.query)
+                labels = query_labels(stage.query)
             self.metrics.task_run.labels(*labels).inc(stage.run_seconds)
             self.metrics.task_cpu.labels(*labels).inc(stage.cpu_seconds)
             self.metrics.fetch_wait.labels(*labels).inc(stage.shuffle_fetch_wait_seconds)

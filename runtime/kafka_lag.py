@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-WINDOW = 8
+WINDOW = 4
 """Batches whose latest offsets make the producer rate."""
 
 

@@ -468,5 +468,43 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str) -> None:
     click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/latency.png, {out}/cdf.png")
 
 
+
+@bench.command("ds2")
+@click.option("--policies", default="ds2,threshold", show_default=True,
+              help="Autoscaling policies compared in the same run: ds2 (the operator's) and threshold.")
+@click.option("--rates", default="300,3000,1500", show_default=True,
+              help="Events per second of the low, high and middle phases.")
+@click.option("--phase", type=click.FloatRange(20, 3600), default=60, show_default=True, help="Seconds per phase.")
+@click.option("--utilization", type=click.FloatRange(0.001, 1), default=0.35, show_default=True,
+              help="The utilization target both policies size for (low, so this machine's loads span 1 to 3 executors).")
+@click.option("--out", type=click.Path(file_okay=False), default="bench/out/ds2", show_default=True,
+              help="Writes results.json, table.md, ds2.png and each run's files here.")
+def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: str) -> None:
+    """DS2's convergence on real executors (local-cluster), under- and over-provisioned, against a threshold policy."""
+    from sluice.runtime import ds2_bench
+    from sluice.testing.kafka import KafkaUnavailable
+
+    chosen = [p.strip() for p in policies.split(",") if p.strip()]
+    if not chosen or any(p not in ds2_bench.POLICIES for p in chosen):
+        click.echo(f"--policies: use some of {', '.join(ds2_bench.POLICIES)} (got {policies!r}).", err=True)
+        sys.exit(1)
+    try:
+        low, high, mid = (float(r) for r in rates.split(","))
+    except ValueError:
+        click.echo(f"--rates: give three events-per-second figures, low,high,middle, such as 300,3000,1500 (got {rates!r}).",
+                   err=True)
+        sys.exit(1)
+    if min(low, high, mid) <= 0:
+        click.echo(f"--rates: every rate must be above zero (got {rates!r}).", err=True)
+        sys.exit(1)
+    options = ds2_bench.Options(rates=(low, high, mid), phase=phase, utilization=utilization)
+    try:
+        result = ds2_bench.run(options, chosen, Path(out), log=lambda m: click.echo(m, err=True))
+    except (KafkaUnavailable, RuntimeError) as error:
+        click.echo(str(error), err=True)
+        sys.exit(1)
+    click.echo(ds2_bench.table_text(result))
+    click.echo(f"wrote {out}/results.json, {out}/table.md, {out}/ds2.png ({result['wall_seconds']} s)")
+
 if __name__ == "__main__":
     main()

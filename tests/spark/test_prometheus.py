@@ -45,6 +45,10 @@ def test_prometheus_scrapes_the_runtime_and_the_charts_rules_evaluate(spark: Any
             assert 0.0 < float(p99[0]["value"][1]) < 60.0
             target_seconds = prom.query("sluice_query_latency_target_seconds")
             assert float(target_seconds[0]["value"][1]) == 0.5
+            # task time joins on the same labels (it carried query="payments/fraud-filter" before)
+            tasks = wait_for(lambda: prom.query('sluice_runtime_task_run_seconds_total{tenant="payments",query="fraud-filter"}'),
+                             timeout=60, every=1, what="task time under the query's labels")
+            assert float(tasks[0]["value"][1]) > 0
     finally:
         server.stop()
         host.stop_all()
