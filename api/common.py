@@ -17,6 +17,7 @@ class Model(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,  # no coercion: `rowsPerSecond: true` is not 1, `"5"` is not 5
         use_attribute_docstrings=True,
         validate_assignment=True,
         populate_by_name=True,

@@ -126,3 +126,46 @@ def check_predicate(text: str) -> str:
     raise ExpressionError(
         f"'{text}' is not a boolean expression; a filter needs a condition such as a comparison"
     )
+
+
+def referenced_columns(text: str) -> set[str]:
+    """The row's columns an (already checked) expression reads, lower-cased."""
+    return {str(node.name).lower() for node in _parse(text).find_all(exp.Column)}
+
+
+def output_name(text: str) -> str | None:
+    """The column a select item produces: its alias, or the column it names; None for an
+    unaliased expression (Spark names those itself)."""
+    tree = _parse(text)
+    if isinstance(tree, exp.Alias):
+        return str(tree.alias).lower()
+    if isinstance(tree, exp.Column):
+        return str(tree.name).lower()
+    return None
+
+
+def schema_columns(ddl: str) -> list[str] | None:
+    """The top-level field names of a Spark DDL schema ('a INT, b STRUCT<x: INT, y: INT>'),
+    lower-cased; None if it is not one."""
+    parts, depth, current = [], 0, ""
+    for char in ddl:
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    names = []
+    for part in parts:
+        words = part.strip().split(None, 1)
+        if len(words) != 2 or depth != 0:
+            return None
+        name = words[0].rstrip(":").strip("`")
+        if not name:
+            return None
+        names.append(name.lower())
+    return names

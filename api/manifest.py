@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -70,8 +71,22 @@ def _path(loc: Sequence[int | str], document: Any) -> str:
     return out
 
 
+SHOWN = 60
+"""Characters of a value an error message quotes (a 5,000-character value stays one short sentence)."""
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= SHOWN else text[:SHOWN] + "...'"
+
+
+def _shorten_quotes(text: str) -> str:
+    return re.sub(r"'([^'\n]{%d})[^'\n]{4,}'" % SHOWN, lambda m: f"'{m.group(1)}...'", text)
+
+
 def _sentence(text: str) -> str:
-    text = text.strip()
+    text = "".join(c if c >= " " else c.encode("unicode_escape").decode() for c in text.strip())  # one line
+    text = _shorten_quotes(text)
     if text.startswith("Value error, "):
         text = text[len("Value error, "):]
     if text.startswith("Input should be "):
@@ -88,7 +103,7 @@ def _describe(error: Any, document: Any) -> tuple[str, str]:
     ctx = error.get("ctx") or {}
     cause = ctx.get("error")
     if isinstance(cause, PipelineError):
-        loc += ["pipeline", cause.index, cause.kind]
+        loc += ["source", "schema"] if cause.index < 0 else ["pipeline", cause.index, cause.kind]
         return _path(loc, document), _sentence(str(cause))
     path = _path(loc, document)
     given = error.get("input")
@@ -99,20 +114,20 @@ def _describe(error: Any, document: Any) -> tuple[str, str]:
     if kind == "extra_forbidden":
         return path, "is not a known field; remove it or fix its spelling."
     if kind in ("literal_error", "enum"):
-        return path, f"must be {ctx.get('expected')}, got {given!r}."
+        return path, f"must be {ctx.get('expected')}, got {_shown(given)}."
     if kind == "union_tag_invalid":
         tag = ctx.get("tag")
         expected = ctx.get("expected_tags")
-        return path + ".type" if path else "type", f"must be one of {expected}, got {tag!r}."
+        return path + ".type" if path else "type", f"must be one of {expected}, got {_shown(tag)}."
     if kind == "union_tag_not_found":
         return path + ".type" if path else "type", f"is required; set it to one of the {path.rsplit('.', 1)[-1]} types."
     if kind == "string_pattern_mismatch" and "a-z0-9" in str(ctx.get("pattern", "")):
         return path, (
-            f"must be a lowercase DNS name (letters, digits and '-', at most 63 characters), got {given!r}."
+            f"must be a lowercase DNS name (letters, digits and '-', at most 63 characters), got {_shown(given)}."
         )
     message = _sentence(error["msg"])
     if kind not in ("value_error", "assertion_error") and given is not None and not isinstance(given, dict | list):
-        message = message[:-1] + f", got {given!r}."
+        message = message[:-1] + f", got {_shown(given)}."
     return path, message
 
 
@@ -122,11 +137,11 @@ def parse_document(document: Any, source: str) -> Resource:
         raise ManifestErrors([ManifestError(source, "", "a manifest must be a mapping with apiVersion, kind, metadata and spec.")])
     api_version = document.get("apiVersion")
     if api_version != API_VERSION:
-        raise ManifestErrors([ManifestError(source, "apiVersion", f"must be {API_VERSION!r}, got {api_version!r}.")])
+        raise ManifestErrors([ManifestError(source, "apiVersion", f"must be {API_VERSION!r}, got {_shown(api_version)}.")])
     kind = document.get("kind")
     model = KINDS.get(kind) if isinstance(kind, str) else None
     if model is None:
-        raise ManifestErrors([ManifestError(source, "kind", f"must be 'StreamingQuery' or 'StreamingPool', got {kind!r}.")])
+        raise ManifestErrors([ManifestError(source, "kind", f"must be 'StreamingQuery' or 'StreamingPool', got {_shown(kind)}.")])
     try:
         return model.model_validate(document)
     except ValidationError as error:

@@ -10,14 +10,31 @@ from .common import CommonStatus, DnsName, Model, ObjectMeta
 from .constants import API_VERSION, ApiVersion, Policy
 from .units import Cpu, Duration, Memory
 
+MEMORY_MIN, MEMORY_MAX = Memory.parse("512Mi"), Memory.parse("1Ti")
+"""Spark refuses a JVM under ~450 MiB (its reserved 300 MiB x 1.5); above 1 TiB a heap is a typo."""
+
+
+def _memory_bounds(value: Memory) -> Memory:
+    if not MEMORY_MIN.bytes <= value.bytes <= MEMORY_MAX.bytes:
+        raise ValueError(f"'{value.text}' is outside {MEMORY_MIN.text}..{MEMORY_MAX.text}; give a size such as '2Gi'")
+    return value
+
+
+BoundedMemory = Annotated[Memory, AfterValidator(_memory_bounds)]
+_MEMORY_RULE: JsonValue = {"rule": f"quantity(self.memory).compareTo(quantity('{MEMORY_MIN.text}')) >= 0 && "
+                        f"quantity(self.memory).compareTo(quantity('{MEMORY_MAX.text}')) <= 0",
+                "message": f"memory must lie within {MEMORY_MIN.text}..{MEMORY_MAX.text}"}
+
 
 class ExecutorShape(Model):
     """Size of one Spark executor pod."""
 
+    model_config = Model.model_config | {"json_schema_extra": {"x-kubernetes-validations": [_MEMORY_RULE]}}
+
     cores: int = Field(default=1, ge=1, le=64)
     """Task slots (cores) per executor."""
-    memory: Memory = Memory.parse("1Gi")
-    """Executor memory, e.g. '2Gi'."""
+    memory: BoundedMemory = Memory.parse("1Gi")
+    """Executor memory, e.g. '2Gi' (512Mi to 1Ti)."""
     cpuRequest: Cpu | None = None
     """CPU the executor pod requests from the scheduler, e.g. '500m'; omitted: `cores`. Lower it
     to pack executors on small nodes (Spark still runs `cores` task slots in each)."""
@@ -26,10 +43,12 @@ class ExecutorShape(Model):
 class DriverShape(Model):
     """Size of the driver pod (runtime + scheduler sidecar)."""
 
+    model_config = Model.model_config | {"json_schema_extra": {"x-kubernetes-validations": [_MEMORY_RULE]}}
+
     cores: int = Field(default=1, ge=1, le=64)
     """Driver cores."""
-    memory: Memory = Memory.parse("2Gi")
-    """Driver memory, e.g. '2Gi'."""
+    memory: BoundedMemory = Memory.parse("2Gi")
+    """Driver memory, e.g. '2Gi' (512Mi to 1Ti)."""
     cpuRequest: Cpu | None = None
     """CPU the driver pod's runtime container requests, e.g. '500m'; omitted: `cores`."""
 

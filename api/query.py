@@ -8,7 +8,14 @@ from pydantic import AfterValidator, Field, model_validator
 
 from .common import CommonStatus, DnsName, Model, ObjectMeta
 from .constants import API_VERSION, ApiVersion
-from .expressions import check_expression, check_predicate, check_select_item
+from .expressions import (
+    check_expression,
+    check_predicate,
+    check_select_item,
+    output_name,
+    referenced_columns,
+    schema_columns,
+)
 from .units import Duration
 
 Predicate = Annotated[str, AfterValidator(check_predicate)]
@@ -345,6 +352,7 @@ class StreamingQuerySpec(Model):
     @model_validator(mode="after")
     def _pipeline_is_coherent(self) -> StreamingQuerySpec:
         check_pipeline(self.pipeline)
+        check_columns(source_columns(self.source), self.pipeline)
         if self.execution == "realTime":
             problem = self.realtime_problem()
             if problem is not None:
@@ -414,6 +422,67 @@ def check_pipeline(steps: list[Step]) -> None:
             next(i for i, s in enumerate(steps) if s.window is not None), "window",
             "a window step must be followed by groupBy (with 'window') and aggregate",
         )
+
+
+TIMESTAMP_COLUMN = "_sluice_ts"
+"""The column each source adds with the row's production time (the runtime's latency measure)."""
+
+
+def source_columns(source: Source) -> set[str]:
+    """The columns a source's rows carry, lower-cased as Spark matches them."""
+    def ddl(schema: str, example: str) -> list[str]:
+        names = schema_columns(schema)
+        if names is None:
+            raise PipelineError(-1, "source", f"schema '{schema[:80]}' is not a Spark DDL schema such as '{example}'")
+        return names
+
+    if isinstance(source, RateSource | RateMicroBatchSource):
+        names = ["timestamp", "value"]
+    elif isinstance(source, FilesSource):
+        names = ddl(source.schema_, "ts TIMESTAMP, user STRING")
+    elif source.schema_ is not None:
+        names = ddl(source.schema_, "key STRING, amount DOUBLE")
+    else:
+        names = ["key", "value"]
+    return {*names, TIMESTAMP_COLUMN}
+
+
+def check_columns(known: set[str] | None, steps: list[Step]) -> None:
+    """Every column a step names exists in the rows it reads (while those columns are known:
+    an unaliased computed select item ends the check, since Spark names it itself)."""
+    def need(i: int, kind: str, columns: set[str]) -> None:
+        if known is None:
+            return
+        missing = sorted(columns - known)
+        if missing:
+            name = missing[0] if len(missing[0]) <= 40 else missing[0][:40] + "..."
+            raise PipelineError(i, kind, f"column '{name}' does not exist here; the rows have "
+                                         f"{', '.join(sorted(c for c in known if c != TIMESTAMP_COLUMN))}")
+
+    for i, step in enumerate(steps):
+        if known is None:
+            return
+        if step.filter is not None:
+            need(i, "filter", referenced_columns(step.filter))
+        elif step.select is not None:
+            for item in step.select:
+                need(i, "select", referenced_columns(item))
+            outputs = [output_name(item) for item in step.select]
+            known = None if None in outputs else {*(o for o in outputs if o), TIMESTAMP_COLUMN}
+        elif step.withColumn is not None:
+            need(i, "withColumn", referenced_columns(step.withColumn.expr))
+            known.add(step.withColumn.name.lower())
+        elif step.watermark is not None:
+            need(i, "watermark", {step.watermark.column.lower()})
+        elif step.window is not None:
+            need(i, "window", {step.window.column.lower()})
+            known.add("window")
+        elif step.groupBy is not None:
+            need(i, "groupBy", {c.lower() for c in step.groupBy})
+        elif step.aggregate is not None:
+            need(i, "aggregate", {a.column.lower() for a in step.aggregate if a.column})
+            keys = steps[i - 1].groupBy or []
+            known = {*(k.lower() for k in keys), *(a.output.lower() for a in step.aggregate), TIMESTAMP_COLUMN}
 
 
 class StreamingQueryStatus(CommonStatus):

@@ -14,9 +14,9 @@ import time
 from typing import Any
 
 import kopf
-from pydantic import ValidationError
 
-from sluice.api.constants import GROUP, POOLS, VERSION
+from sluice.api.constants import API_VERSION, GROUP, POOLS, VERSION
+from sluice.api.manifest import ManifestErrors, parse_document
 from sluice.api.pool import StreamingPool
 from sluice.api.runtime import QueryStatus
 
@@ -30,12 +30,14 @@ log = logging.getLogger("sluice.operator")
 
 
 def pool_model(body: Any) -> StreamingPool:
-    """The pool as its model; a PermanentError with one sentence naming the field if it is not valid."""
+    """The pool as its model; a PermanentError with one sentence per problem, naming the field, if it is not valid."""
+    document = {k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body}
     try:
-        return StreamingPool.model_validate({k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body})
-    except ValidationError as error:
-        first = error.errors()[0]
-        raise kopf.PermanentError(f"spec.{'.'.join(str(p) for p in first['loc'][1:])}: {first['msg']}") from None
+        resource = parse_document({"apiVersion": API_VERSION, "kind": "StreamingPool", **document}, "StreamingPool")
+    except ManifestErrors as errors:
+        raise kopf.PermanentError(" ".join(f"{e.path}: {e.message}" for e in errors.errors)) from None
+    assert isinstance(resource, StreamingPool)
+    return resource
 
 
 async def pool_runtime(pool: str) -> tuple[RuntimeClient, dict[str, Any]] | None:

@@ -89,6 +89,19 @@ def test_bad_autoscaling_settings_are_refused_by_both_with_the_field(crds_instal
     assert server.returncode != 0 and field in server.stderr, server.stderr
 
 
+@pytest.mark.parametrize(("shape", "memory"), [("executor", "2Ti"), ("driver", "100Mi"),
+                                               ("executor", "1000000000000000000000000000000")])
+def test_memory_out_of_bounds_is_refused_by_both(crds_installed: ControlPlane, shape: str, memory: str) -> None:
+    doc = {"apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingPool", "metadata": {"name": "spot-pool"},
+           "spec": {shape: {"memory": memory}}}
+    _, errors = parse_text(yaml.safe_dump(doc), "p.yaml")
+    assert [e.path for e in errors] == [f"spec.{shape}.memory"], errors
+    server = crds_installed.kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(doc), check=False)
+    assert server.returncode != 0 and "memory must lie within 512Mi..1Ti" in server.stderr, server.stderr
+    crds_installed.kubectl("apply", "--dry-run=server", "-f", "-",
+                           input=json.dumps({**doc, "spec": {shape: {"memory": "1Ti"}}}))
+
+
 def test_a_valid_variation_passes_both(crds_installed: ControlPlane) -> None:
     _ensure_namespace(crds_installed, "analytics")
     doc = _mutated(("spec", "sla", "latencyTarget"), "1.5s")

@@ -44,7 +44,7 @@ def test_real_time_queries_reserve_a_task_slot_per_source_partition() -> None:
     def query(name: str, sla: str, sink: str = "kafka") -> object:
         return load_query({
             "apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery", "metadata": {"name": name, "namespace": "t"},
-            "spec": {"pool": "p", "sla": {"latencyTarget": sla}, "pipeline": [{"filter": "amount > 1"}],
+            "spec": {"pool": "p", "sla": {"latencyTarget": sla}, "pipeline": [{"filter": "length(value) > 1"}],
                      "source": {"type": "kafka", "bootstrapServers": "k:9092", "topic": name},
                      "sink": {"type": sink, **({"bootstrapServers": "k:9092", "topic": "out"} if sink == "kafka" else {})}},
         })
