@@ -81,7 +81,7 @@ def _shown(value: Any) -> str:
 
 
 def _shorten_quotes(text: str) -> str:
-    return re.sub(r"'([^'\n]{%d})[^'\n]{4,}'" % SHOWN, lambda m: f"'{m.group(1)}...'", text)
+    return re.sub("'([^'\\n]{" + str(SHOWN) + "})[^'\\n]{4,}'", lambda m: f"'{m.group(1)}...'", text)
 
 
 def _sentence(text: str) -> str:
