@@ -109,7 +109,7 @@ async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, p
     except RuntimeRefused:
         queries = None
     chosen = scaling.plan(model, current, queries, time.time(), scaling.memory(status), generation or 0)
-    auto: dict[str, Any] = {"mode": model.spec.autoscaling.mode}
+    auto: dict[str, Any] = {"mode": model.spec.autoscaling.mode, "recommendation": None}
     if chosen.recommendation is not None:
         auto["recommendation"] = {"executors": chosen.recommendation.target, "reason": chosen.recommendation.reason,
                                   "time": now_rfc3339()}

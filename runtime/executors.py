@@ -10,8 +10,12 @@ Which executors go (`victims`, pure): idle ones first (no running task, so no ba
 work), then those holding the fewest cached blocks, then the newest (older executors have warm
 JITs and loaded state stores). Kills are graceful for `grace` seconds: Spark itself refuses to
 kill an executor that is running a task (`force=False`), so a victim goes between two
-micro-batches. After `grace` seconds the rest are killed by force; their running tasks are
-retried elsewhere and state reloads from the checkpoint (slower batch, nothing lost).
+micro-batches. The busy check is Spark's own, atomic with the kill (it also stops offering the
+victim tasks), so the runtime asks for every victim and retries every 50 ms while Spark refuses:
+with back-to-back batches an executor is idle only for moments, which a slower poll of the
+status API misses. After `grace` seconds the rest are killed by force; their running tasks are
+retried elsewhere and state reloads from the checkpoint (slower batch, nothing lost; a Kafka
+sink, which is at-least-once in Spark, may then get a task's rows twice).
 
 Megaphone on Spark: when stateful queries run, their state partitions sit in state stores on the
 executors, and an executor's removal makes the next batch reload its share from the checkpoint.
@@ -42,6 +46,8 @@ from .batching import settled
 from .stages import spark_time
 
 log = logging.getLogger("sluice.runtime.executors")
+DRAIN_POLL = 0.05
+"""Seconds between graceful kill attempts while Spark refuses a busy victim."""
 
 
 class ExecutorTargetError(RuntimeError):
@@ -98,11 +104,7 @@ def plan(executors: list[ExecutorView], target: int, removing: frozenset[str], s
         if removing or not settled:
             return Step()
         surplus = 1
-    chosen = victims(staying, surplus)
-    if not force:
-        busy = {e.id for e in staying if e.active_tasks > 0}
-        chosen = [i for i in chosen if i not in busy]
-    return Step(tuple(chosen), force)
+    return Step(tuple(victims(staying, surplus)), force)  # graceful: Spark kills only the idle ones
 
 
 @dataclass
@@ -131,6 +133,7 @@ class ExecutorScaler:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._refused = False
 
     # ------------------------------------------------------------------ reading
 
@@ -216,6 +219,7 @@ class ExecutorScaler:
             target.killed.extend(done)
             if done:
                 self._mark = held
+        self._refused = len(done) < len(decision.kill)  # busy: ask again soon
         if done:
             log.info("killing executors %s (%s) toward a target of %d", ", ".join(done),
                      "forced" if decision.force else "idle", target.value)
@@ -223,7 +227,7 @@ class ExecutorScaler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(self.interval)
+            self._wake.wait(DRAIN_POLL if self._refused else self.interval)
             self._wake.clear()
             if self._stop.is_set():
                 return

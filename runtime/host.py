@@ -395,6 +395,7 @@ class QueryHost:
             for hosted in self.queries.values():
                 if hosted.spark_id == spark_id:
                     hosted.input_rate = hosted.processing_rate = 0.0
+                    hosted.offsets.idle()  # no new data: nothing produced, nothing behind
                     self.metrics.input_rate.labels(*query_labels(hosted.query.key)).set(0.0)
 
     def on_progress(self, name: str, progress: Any) -> None:

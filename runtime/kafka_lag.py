@@ -76,3 +76,9 @@ class SourceOffsets:
         (t0, first), (t1, last) = self.points[0], self.points[-1]
         if t1 - t0 > 0:
             self.producer_rate = (last - first) / (t1 - t0)
+
+    def idle(self) -> None:
+        """Spark found no new data: the topics did not grow and the query is not behind."""
+        if self.lag is not None:
+            self.lag, self.producer_rate = 0, 0.0
+        self.points.clear()

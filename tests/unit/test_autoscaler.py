@@ -195,6 +195,9 @@ def test_kafka_lag_and_producer_rate_from_spark_offsets() -> None:
     assert offsets.lag == 40 and offsets.producer_rate == pytest.approx(300.0)
     offsets.observe(3.0, (10, 0))  # the topic was recreated: the rate starts over
     assert offsets.lag == 0 and offsets.producer_rate == pytest.approx(300.0) and len(offsets.points) == 1
+    offsets.observe(4.0, (30, 5))
+    offsets.idle()  # Spark says no new data: a stale producer rate must not keep DS2's demand up
+    assert offsets.lag == 0 and offsets.producer_rate == 0.0 and not offsets.points
 
 
 loads_strategy = st.lists(
