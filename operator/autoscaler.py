@@ -161,10 +161,6 @@ class Decision:
     wanted: int = 0
     """Executors the measured demand needs, before the pool's bounds."""
     memory: Memory = Memory()
-    throughput: float = 0.0
-    """Rows per second the queries read now, summed."""
-    target_rate: float = 0.0
-    """Rows per second they must read, summed."""
     ineffective_found: Ineffective | None = None
     """An ineffective scale-up found by this decision (to record once)."""
 
@@ -230,7 +226,7 @@ def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, mem
         sized += f" (capped at maxExecutors {bounds.max_executors}; {wanted} would keep up)"
 
     def keep(why: str, next_memory: Memory) -> Decision:
-        return Decision(current, cores, f"{sized}: {why}", wanted, next_memory, throughput, target_rate, found)
+        return Decision(current, cores, f"{sized}: {why}", wanted, next_memory, found)
 
     stable_until = None if memory.last_change is None else memory.last_change + bounds.stabilization
     if target > current:
@@ -244,7 +240,7 @@ def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, mem
                         f"pool does not grow past it until its spec changes.", memory)
         up = ScaleUp(now, current, target, throughput, target_rate)
         return Decision(target, cores, f"{sized}: growing from {current}.", wanted,
-                        replace(memory, last_change=now, scale_up=up), throughput, target_rate, found)
+                        replace(memory, last_change=now, scale_up=up), found)
     if target == current:
         return keep("no change.", replace(memory, below_since=None, below_peak=0))
     if unmeasured:
@@ -262,5 +258,4 @@ def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, mem
     new = min(current - 1, max(peak, floor, bounds.min_executors))
     step = f"; at most {bounds.max_scale_down_factor:.0%} of the executors go in one step" if new > peak else ""
     return Decision(new, cores, f"{sized}: shrinking from {current} to {new}{step}.", wanted,
-                    replace(memory, last_change=now, below_since=None, below_peak=0, scale_up=None),
-                    throughput, target_rate, found)
+                    replace(memory, last_change=now, below_since=None, below_peak=0, scale_up=None), found)
