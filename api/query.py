@@ -447,6 +447,9 @@ def source_columns(source: Source) -> set[str]:
     return {*names, TIMESTAMP_COLUMN}
 
 
+SHOWN_COLUMNS = 12  # an error lists at most this many of the columns a step could read
+
+
 def check_columns(known: set[str] | None, steps: list[Step]) -> None:
     """Every column a step names exists in the rows it reads (while those columns are known:
     an unaliased computed select item ends the check, since Spark names it itself)."""
@@ -455,9 +458,14 @@ def check_columns(known: set[str] | None, steps: list[Step]) -> None:
             return
         missing = sorted(columns - known)
         if missing:
-            name = missing[0] if len(missing[0]) <= 40 else missing[0][:40] + "..."
-            raise PipelineError(i, kind, f"column '{name}' does not exist here; the rows have "
-                                         f"{', '.join(sorted(c for c in known if c != TIMESTAMP_COLUMN))}")
+            have = sorted(c for c in known if c != TIMESTAMP_COLUMN)
+            listed = ", ".join(short(c) for c in have[:SHOWN_COLUMNS])
+            more = f" and {len(have) - SHOWN_COLUMNS} more" if len(have) > SHOWN_COLUMNS else ""
+            raise PipelineError(i, kind, f"column '{short(missing[0])}' does not exist here; the rows have "
+                                         f"{listed}{more}")
+
+    def short(name: str) -> str:
+        return name if len(name) <= 40 else name[:40] + "..."
 
     for i, step in enumerate(steps):
         if known is None:

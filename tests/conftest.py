@@ -7,8 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Property tests and the fuzzers are derandomized by default, so `make test` tries the same
+# cases on every machine and a failure replays; `--hypothesis-profile=explore` draws fresh ones
+# (what a fuzzing session runs; a case it finds is then kept as a named test).
+settings.register_profile("replayable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile("replayable")
 
 
 @pytest.fixture(scope="session")

@@ -98,3 +98,10 @@ def test_executor_memory_is_bounded(memory: str) -> None:
             "spec": {"executor": {"memory": memory}}}
     (error,) = errors_of(pool)
     assert error[0] == "spec.executor.memory" and "outside 512Mi..1Ti" in error[1]
+
+
+def test_a_long_column_name_is_shortened_where_the_error_lists_the_columns() -> None:
+    document = query_example()
+    document["spec"]["pipeline"][0]["withColumn"]["name"] = "x" * 500
+    [(path, message)] = [e for e in errors_of(document) if "does not exist" in e[1]]
+    assert path == "spec.pipeline[1].filter" and one_sentence(message) and "x" * 41 not in message, message
