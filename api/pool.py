@@ -230,6 +230,9 @@ class Recommendation(Model):
     """Why, in a sentence."""
     time: str = ""
     """RFC 3339 time of the recommendation."""
+    microBatchSlots: int = 0
+    """Task slots the micro-batch queries need at the pool's utilization (what a Real-time
+    query's reservation must leave them)."""
 
 
 class ScaleUp(Model):
@@ -288,6 +291,8 @@ class StreamingPoolStatus(CommonStatus):
     """Label selector of the pool's executor pods (the scale subresource's, for HPA and KEDA)."""
     autoscaling: AutoscalingStatus | None = None
     """DS2's recommendation, lag and anti-flap memory."""
+    reservedSlots: int = 0
+    """Task slots the pool's Real-time queries hold while they run (out of maxExecutors x cores)."""
 
 
 class StreamingPool(Model):

@@ -504,6 +504,8 @@ class StreamingQueryStatus(CommonStatus):
     """microBatch or realTime: how the query runs (spec.execution, or chosen from its SLA)."""
     executionReason: str = ""
     """Why that mode, in one sentence."""
+    reservedSlots: int = 0
+    """Task slots a Real-time query holds while it runs, out of its pool's capacity."""
 
     batches: int | None = None
     """Micro-batches committed since the query started."""

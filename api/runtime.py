@@ -97,6 +97,8 @@ class QueryStatus(Answer):
     """microBatch or realTime (Spark's Real-time Mode), once started."""
     execution_reason: str = ""
     """Why that mode, in one sentence."""
+    reserved_slots: int = Field(default=0, ge=0)
+    """Task slots a Real-time query holds while it runs, out of the pool's capacity."""
 
 
 class Registration(Answer):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sluice.api.pool import StreamingPool
-from sluice.api.query import StreamingQuery
+from sluice.api.query import KafkaSource, StreamingQuery
+from sluice.scheduler.execution import mode_of, reservation_problem, reserved_slots
 
 
 @dataclass(frozen=True)
@@ -18,8 +20,28 @@ class Admission:
     """Worth retrying without a change to the query (the pool may appear, a slot may free)."""
 
 
-def admit(query: StreamingQuery, pool: StreamingPool | None, others_admitted: int) -> Admission:
-    """May `query` run on its pool? `others_admitted`: admitted queries of its namespace on that pool."""
+@dataclass(frozen=True, slots=True)
+class Held:
+    """Task slots on a pool as its status last showed them (for a Real-time query's reservation)."""
+
+    reserved: int = 0
+    """Held by the pool's Real-time queries (`status.reservedSlots`)."""
+    micro_batch: int = 1
+    """Needed by its micro-batch queries (DS2: `status.autoscaling.recommendation.microBatchSlots`)."""
+    own: int = 0
+    """Held by the query being admitted (its `status.reservedSlots`): it runs, and keeps them."""
+
+    @classmethod
+    def of(cls, pool_status: Mapping[str, Any] | None, query_status: Mapping[str, Any] | None) -> Held:
+        pool_status, query_status = pool_status or {}, query_status or {}
+        recommendation = (pool_status.get("autoscaling") or {}).get("recommendation") or {}
+        return cls(int(pool_status.get("reservedSlots") or 0), int(recommendation.get("microBatchSlots") or 1),
+                   int(query_status.get("reservedSlots") or 0))
+
+
+def admit(query: StreamingQuery, pool: StreamingPool | None, others_admitted: int, held: Held | None = None) -> Admission:
+    """May `query` run on its pool? `others_admitted`: admitted queries of its namespace on that
+    pool; `held`: the pool's reserved slots (a Real-time query must leave the micro-batch ones)."""
     name, namespace = query.spec.pool, query.tenant
     if pool is None:
         return Admission(False, "PoolNotFound",
@@ -32,6 +54,14 @@ def admit(query: StreamingQuery, pool: StreamingPool | None, others_admitted: in
         return Admission(False, "QuotaExceeded",
                          f"namespace '{namespace}' already runs {others_admitted} of at most {quota.maxQueries} queries on "
                          f"pool '{name}'; delete one or raise the pool's quotas.{namespace}.maxQueries (retrying).", retry=True)
+    held = held or Held()
+    if mode_of(query).mode == "realTime" and not held.own:  # slots already held stay held
+        source = query.spec.source
+        wanted = reserved_slots(None, source.minPartitions if isinstance(source, KafkaSource) else None)
+        problem = reservation_problem(name, pool.spec.maxExecutors * pool.spec.executor.cores,
+                                      held.reserved, wanted, held.micro_batch)
+        if problem is not None:
+            return Admission(False, "TaskSlotsReserved", f"{problem[0].upper()}{problem[1:-1]} (retrying).", retry=True)
     return Admission(True, "Admitted", f"admitted to pool '{name}'.")
 
 

@@ -192,8 +192,10 @@ def _check_scale_up(memory: Memory, throughput: float, target_rate: float, bound
 
 
 def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, memory: Memory | None = None,
-           generation: int = 0) -> Decision:
-    """The pool's executor count for these loads; `current` is the target now in force."""
+           generation: int = 0, reserved: int = 0) -> Decision:
+    """The pool's executor count for these loads; `current` is the target now in force.
+    `reserved`: task slots Real-time queries hold for as long as they run, counted whole (not at
+    the utilization) on top of the micro-batch queries' cores."""
     if not 0 < bounds.utilization <= 1:
         raise ValueError("utilization must be in (0, 1]")
     memory = memory or Memory()
@@ -201,7 +203,7 @@ def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, mem
                                            or current < memory.ineffective.to_executors):
         memory = replace(memory, ineffective=None)  # the spec changed, or the pool shrank: try again
     if current > bounds.max_executors:  # the bounds moved below the pool: they apply at once
-        inner = decide(loads, bounds.max_executors, bounds, now, replace(memory, last_change=None), generation)
+        inner = decide(loads, bounds.max_executors, bounds, now, replace(memory, last_change=None), generation, reserved)
         return replace(inner, reason=f"maxExecutors {bounds.max_executors} is below the {current} asked for; "
                                      f"from there, {inner.reason}",
                        memory=replace(inner.memory, last_change=now, below_since=None, scale_up=None))
@@ -217,10 +219,12 @@ def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, mem
     target_rate = sum(load.target_rate for load in loads)
     memory, found = _check_scale_up(memory, throughput, target_rate, bounds, now, generation)
     per_executor = max(bounds.cores_per_executor, 1)
-    wanted = 0 if cores <= 0 else math.ceil(min(cores / bounds.utilization / per_executor, 1e9) - 1e-9)
+    slots = min(cores / bounds.utilization + reserved, 1e9)
+    wanted = 0 if slots <= 0 else math.ceil(slots / per_executor - 1e-9)
     target = min(max(wanted, bounds.min_executors), bounds.max_executors)
+    held = f" plus {_plural(reserved, 'task slot')} Real-time queries hold" if reserved else ""
     sized = (f"{len(loads)} quer{'y' if len(loads) == 1 else 'ies'} need {cores:.2f} cores; "
-             f"at {bounds.utilization:.0%} utilization that is {_plural(target, 'executor')} "
+             f"at {bounds.utilization:.0%} utilization{held} that is {_plural(target, 'executor')} "
              f"of {_plural(per_executor, 'core')}")
     if wanted > bounds.max_executors:
         sized += f" (capped at maxExecutors {bounds.max_executors}; {wanted} would keep up)"

@@ -112,7 +112,8 @@ async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, p
     auto: dict[str, Any] = {"mode": model.spec.autoscaling.mode, "recommendation": None}
     if chosen.recommendation is not None:
         auto["recommendation"] = {"executors": chosen.recommendation.target, "reason": chosen.recommendation.reason,
-                                  "time": now_rfc3339()}
+                                  "time": now_rfc3339(),
+                                  "microBatchSlots": scaling.micro_batch_slots(chosen.recommendation, model)}
         found = chosen.recommendation.ineffective_found
         if found is not None:
             kopf.warn(body, reason="IneffectiveScaling",
@@ -120,6 +121,7 @@ async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, p
                               f"{found.observed:.0f} rows/s of the {found.expected:.0f} expected; DS2 will not grow "
                               f"past {found.to_executors} until the spec changes.")
     if queries is not None:
+        patch.status["reservedSlots"] = sum(q.reserved_slots for q in queries.values())
         lags = [q.kafka_lag for q in queries.values() if q.kafka_lag is not None]
         auto["lagRows"] = sum(lags) if lags else None
     if chosen.memory is not None:

@@ -17,7 +17,7 @@ from sluice.api.pool import StreamingPool
 from sluice.api.query import StreamingQuery
 
 from . import kube, metrics, settings
-from .admission import Admission, admit, is_admitted, set_condition
+from .admission import Admission, Held, admit, is_admitted, set_condition
 from .builders import runtime_url
 from .display import latency_text, percent_text
 from .pools import pool_model, pool_runtime
@@ -46,7 +46,8 @@ async def _admission(body: kopf.Body, name: str, ns: str) -> tuple[StreamingQuer
     pool: StreamingPool | None = pool_model(pool_body) if pool_body else None
     others = [q for q in await asyncio.to_thread(kube.list_queries, ns)
               if q["metadata"]["name"] != name and q["spec"].get("pool") == query.spec.pool and is_admitted(q)]
-    return query, pool_body, admit(query, pool, len(others))
+    held = Held.of((pool_body or {}).get("status"), body.get("status"))
+    return query, pool_body, admit(query, pool, len(others), held)
 
 
 @kopf.on.resume(GROUP, VERSION, QUERIES)
@@ -207,4 +208,5 @@ async def sync_query(body: kopf.Body, name: str, namespace: str | None, meta: ko
     patch.status["batchIntervalReason"] = status.interval_reason
     patch.status["execution"] = status.execution
     patch.status["executionReason"] = status.execution_reason
+    patch.status["reservedSlots"] = status.reserved_slots
     metrics.phase(namespace, name, status.phase)

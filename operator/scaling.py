@@ -9,6 +9,7 @@ ineffective one) lives in the pool's status, read by `memory` and written by `me
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -42,7 +43,7 @@ def observations(queries: Mapping[str, QueryStatus], catch_up_setting: float | N
                       interval=None if status.interval_ms is None else status.interval_ms / 1000,
                       producer_rate=status.producer_rate, lag=float(status.kafka_lag or 0),
                       catch_up=catch_up(status, catch_up_setting))
-            for key, status in queries.items()]
+            for key, status in queries.items() if not status.reserved_slots]  # Real-time: reserved whole
 
 
 def bounds(pool: StreamingPool) -> Bounds:
@@ -130,7 +131,8 @@ def plan(pool: StreamingPool, current: int, queries: Mapping[str, QueryStatus] |
                     f"autoscaling is off (spec.autoscaling.mode); keeping {target}.")
     loads = observations(queries, None if auto.catchUp is None else auto.catchUp.seconds)
     remembered = remembered or Memory()
-    decision = decide(loads, current, limits, now, remembered, generation)
+    reserved = sum(status.reserved_slots for status in queries.values())
+    decision = decide(loads, current, limits, now, remembered, generation, reserved)
     if fixed is not None:  # a fixed count: DS2 only says whether it is enough
         return Plan(fixed, "spec.executors is set.", None, overload(decision, fixed, limits), decision)
     if auto.mode == "recommend":
@@ -139,6 +141,11 @@ def plan(pool: StreamingPool, current: int, queries: Mapping[str, QueryStatus] |
                              f"{decision.reason}", None, overload(decision, current, limits), decision, held)
     return Plan(decision.target, f"DS2: {decision.reason}", decision if decision.changes(current) else None,
                 overload(decision, decision.target, limits), decision, decision.memory)
+
+
+def micro_batch_slots(decision: Decision, pool: StreamingPool) -> int:
+    """Task slots the micro-batch queries need at the pool's utilization (at least one)."""
+    return max(math.ceil(decision.cores_needed / pool.spec.autoscaling.utilization - 1e-9), 1)
 
 
 def _held(before: Memory, decision: Decision, current: int) -> Memory:

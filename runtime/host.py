@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,7 +31,8 @@ from prometheus_client import CollectorRegistry
 from sluice.api.common import query_labels
 from sluice.api.query import KafkaSink, StreamingQuery
 from sluice.api.runtime import QueryPhase, QueryStatus
-from sluice.scheduler import intervals
+from sluice.scheduler import execution, intervals
+from sluice.scheduler.core import SchedulerError
 
 from . import realtime
 from .gate import FixedPool, Gate, Gatekeeper
@@ -178,16 +180,22 @@ class QueryHost:
                 hosted.retry_at = self.clock() + self.retry_every
             self._set_phase(hosted, "Pending", problem)
             return
-        mode = realtime.mode_of(query)
+        mode = execution.mode_of(query)
         with self.lock:
             hosted.execution, hosted.execution_reason = mode.mode, mode.reason
         if mode.mode == "realTime":  # no micro-batches: nothing for the scheduler to order
             self._start_realtime(hosted)
             return
         scheduler = self.scheduler
-        if scheduler is not None and not scheduler.register(hosted.spec):
+        try:
+            if scheduler is not None and not scheduler.register(hosted.spec):
+                with self.lock:
+                    hosted.gate_mode = "fail-open"
+        except SchedulerError as refused:  # the pool's scheduler cannot take it (yet)
             with self.lock:
-                hosted.gate_mode = "fail-open"
+                hosted.retry_at = self.clock() + self.retry_every
+            self._set_phase(hosted, "Pending", f"{refused} (retrying).")
+            return
         fixed = self.gate.fixed_pool(hosted.spec) if scheduler is None else None
         try:
             if fixed is not None:  # before its first batch names it (else Spark makes it at weight 1)
@@ -216,13 +224,30 @@ class QueryHost:
 
     def _start_realtime(self, hosted: HostedQuery) -> None:
         """Run a query in Spark's Real-time Mode: no micro-batches, so no gate and no interval;
-        its latency comes from a consumer of its sink topic (`sluice.runtime.realtime`)."""
+        its latency comes from a consumer of its sink topic (`sluice.runtime.realtime`). Its task
+        slots are reserved with the scheduler first, out of the micro-batch queries' capacity; a
+        reservation the scheduler refuses leaves it Pending with the scheduler's sentence."""
         query = hosted.query
+        slots = realtime.slots_of(query)
+        if self.scheduler is not None:
+            try:
+                self.scheduler.register(replace(hosted.spec, reserved_slots=slots))
+            except SchedulerError as refused:
+                with self.lock:
+                    hosted.retry_at = self.clock() + self.retry_every
+                self._set_phase(hosted, "Pending", f"{refused} (retrying).")
+                return
+        with self.lock:
+            hosted.reserved_slots = slots
         try:
             plan = build(self.spark, query, measured=False, keep_ts=True)
             handle = realtime.writer(plan.frame, query, str(self.checkpoint(query.key))).queryName(
                 spark_name(query.key)).start()
         except Exception as error:  # Spark refuses it: this query only
+            if self.scheduler is not None:
+                self.scheduler.unregister(query.key)
+            with self.lock:
+                hosted.reserved_slots = 0
             self._set_phase(hosted, "Failed", one_line(error))
             log.warning("query %s failed to start in Real-time Mode: %s", query.key, hosted.message)
             return
@@ -333,6 +358,8 @@ class QueryHost:
         if self.scheduler is not None:
             self.gate.flush(hosted)
             self.scheduler.unregister(hosted.query.key)
+        with self.lock:
+            hosted.reserved_slots = 0
         if handle is not None:
             _between_batches(handle)
             try:

@@ -91,6 +91,8 @@ class HostedQuery:
     execution_reason: str = ""
     probe: Any = None
     """A Real-time query's sink latency consumer, while it runs."""
+    reserved_slots: int = 0
+    """Task slots a running Real-time query holds (reserved with the scheduler)."""
     offsets: SourceOffsets = field(default_factory=SourceOffsets)
     """A Kafka source's lag and producer rate, from each batch's latest and end offsets."""
     phase_log: dict[str, deque[float]] = field(default_factory=dict)
@@ -183,6 +185,7 @@ class HostedQuery:
             interval_ms=None if self.interval is None else round(self.interval * 1000, 1),
             interval_reason=self.interval_reason,
             execution=self.execution, execution_reason=self.execution_reason,
+            reserved_slots=self.reserved_slots,
         )
 
 

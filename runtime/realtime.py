@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sluice.api.query import KafkaSink, StreamingQuery
-from sluice.scheduler.execution import ExecutionChoice, choose
+from sluice.api.query import KafkaSink, KafkaSource, StreamingQuery
+from sluice.scheduler.execution import mode_of, reserved_slots
 
 from .latency import GRID, BatchLatency
 from .pipeline import TS
@@ -31,16 +31,19 @@ WINDOW = 0.5
 """Seconds of output records summarized into one latency entry."""
 
 
-def mode_of(query: StreamingQuery) -> ExecutionChoice:
-    """How the query runs: micro-batches or Real-time Mode (`sluice.scheduler.execution`)."""
-    spec = query.spec
-    return choose(spec.execution, spec.sla.latencyTarget.seconds, spec.realtime_problem())
+def slots_of(query: StreamingQuery) -> int:
+    """Task slots a Real-time query holds (`execution.reserved_slots`), its topic asked now."""
+    from .kafka_check import topic_partitions
+
+    source = query.spec.source
+    if not isinstance(source, KafkaSource):
+        return reserved_slots(None)
+    return reserved_slots(topic_partitions(source.bootstrapServers, source.topic), source.minPartitions)
 
 
-def reserved_slots(queries: list[StreamingQuery], partitions: Callable[[StreamingQuery], int | None]) -> int:
-    """Task slots the Real-time queries hold for as long as they run: one per source partition
-    (a partition whose count is unknown yet counts as one)."""
-    return sum(max(partitions(q) or 1, 1) for q in queries if mode_of(q).mode == "realTime")
+def reserved_total(queries: list[StreamingQuery], slots: Callable[[StreamingQuery], int] = slots_of) -> int:
+    """Task slots the Real-time queries among `queries` hold, summed."""
+    return sum(slots(q) for q in queries if mode_of(q).mode == "realTime")
 
 
 def local_master(cores: int, reserved: int) -> str:

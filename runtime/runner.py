@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from sluice.api.constants import DEFAULT_POLICY
-from sluice.api.query import KafkaSource, StreamingQuery
+from sluice.api.query import StreamingQuery
 from sluice.api.runtime import QueryStatus
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 
 from . import realtime
 from .host import QueryHost
-from .kafka_check import topic_partitions
 from .policy import mode_of
 from .session import SessionConfig, build_session
 
@@ -49,11 +48,6 @@ class RunOptions:
     stop: threading.Event = field(default_factory=threading.Event)
 
 
-def _source_partitions(query: StreamingQuery) -> int | None:
-    source = query.spec.source
-    return topic_partitions(source.bootstrapServers, source.topic) if isinstance(source, KafkaSource) else None
-
-
 def _needs_kafka(queries: list[StreamingQuery]) -> bool:
     return any(q.spec.source.type == "kafka" or q.spec.sink.type == "kafka" for q in queries)
 
@@ -63,8 +57,9 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
     mode = mode_of(options.policy)
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="sluice-run-"))
     master = options.master
+    reserved = realtime.reserved_total(queries)
     if master == "local[*]":  # Real-time queries hold their slots: give micro-batches the cores besides them
-        master = realtime.local_master(os.cpu_count() or 2, realtime.reserved_slots(queries, _source_partitions))
+        master = realtime.local_master(os.cpu_count() or 2, reserved)
     config = SessionConfig(
         master=master,
         scheduling=mode.scheduling,
@@ -77,7 +72,7 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
         # Work-conserving by default: a Spark batch is many tasks, so capping whole batches at the
         # core count starves far-deadline queries and costs throughput. The gate orders requests
         # that arrive together; the FAIR bands give urgent tasks the slots at each task launch.
-        capacity = options.capacity or max(2 * (os.cpu_count() or 2), len(queries))
+        capacity = (options.capacity or max(2 * (os.cpu_count() or 2), len(queries))) + reserved
         gate = LocalScheduler(Scheduler(options.policy, capacity=capacity))
     started = time.time()
     host = QueryHost(spark, workdir / "checkpoints", gate, mode.fixed_pool,

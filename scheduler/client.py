@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 from prometheus_client import Counter
 
 from .bands import DEFAULT_BAND
-from .core import Completion, Grant
+from .core import Completion, Grant, SchedulerError
 from .policies import BatchRequest, QuerySpec
 from .wire import Complete, Completed, Dispatch, GrantOut, Register
 
@@ -95,13 +95,16 @@ class SchedulerClient:
     # ------------------------------------------------------------------ API
 
     def register(self, spec: QuerySpec) -> bool:
-        """Register or update a query; False if the sidecar is unreachable."""
+        """Register or update a query; False if the sidecar is unreachable. SchedulerError: the
+        scheduler refused it (its sentence), as the in-process core does."""
         tenant, name = spec.key.split("/", 1)
         try:
-            status, _ = self._call("PUT", f"/v1/queries/{tenant}/{name}", Register.of(spec).model_dump_json().encode(), self.timeout)
+            status, answer = self._call("PUT", f"/v1/queries/{tenant}/{name}", Register.of(spec).model_dump_json().encode(), self.timeout)
         except SchedulerUnavailable:
             self.mode = "fail-open"
             return False
+        if status == 400:
+            raise SchedulerError(str(answer.get("error") or "the scheduler refused the registration"))
         return status == 200
 
     def unregister(self, key: str) -> bool:

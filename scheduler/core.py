@@ -177,6 +177,8 @@ class Scheduler:
         """(expiry, query, first batch id) of granted slots; stale entries are skipped lazily."""
         self._seq = itertools.count()
         self.in_flight = 0
+        self.reserved = 0
+        """Slots held by Real-time queries (`QuerySpec.reserved_slots`), summed."""
         self.hold_until: float | None = None
         """After `dispatch`: when the earliest batch it held should be looked at again (None: none held)."""
         self._predicted: list[tuple[float, int, str]] = []
@@ -192,10 +194,21 @@ class Scheduler:
         if spec.weight <= 0:
             raise SchedulerError(f"query {spec.key}: weight must be above zero")
         state = self.queries.get(spec.key)
+        others = self.reserved - (state.spec.reserved_slots if state is not None else 0)
+        if spec.reserved_slots < 0 or others + spec.reserved_slots >= self.capacity:
+            raise SchedulerError(
+                f"query {spec.key} would reserve {spec.reserved_slots} of the {self.capacity} slots with {others} "
+                f"already reserved, leaving none for micro-batches; raise the capacity or run it in micro-batches")
         if state is None:
             self.queries[spec.key] = _Query(spec)
         else:
             state.spec = spec
+        self.reserved = others + spec.reserved_slots
+
+    @property
+    def available(self) -> int:
+        """Slots the micro-batch queries share: the capacity less what Real-time queries hold."""
+        return self.capacity - self.reserved
 
     def unregister(self, key: str) -> None:
         """Remove a query: its pending batch is dropped and its in-flight slots are freed."""
@@ -203,6 +216,7 @@ class Scheduler:
         if state is None:
             return
         self.in_flight -= len(state.in_flight)
+        self.reserved -= state.spec.reserved_slots
         self.costs.forget(key)
         self.policy.forget(key)
 
@@ -275,7 +289,7 @@ class Scheduler:
         grants: list[Grant] = []
         held: list[_Pending] = []
         self.hold_until = None
-        while self.in_flight < self.capacity:
+        while self.in_flight < self.available:
             found = self._next(now)
             if found is None:
                 break
@@ -432,8 +446,8 @@ class Scheduler:
         """
         free_at = sorted(
             now + r.cost for q in self.queries.values() for r in q.in_flight.values()
-        )[: self.capacity]
-        free_at += [now] * (self.capacity - len(free_at))
+        )[: self.available]
+        free_at += [now] * (self.available - len(free_at))
         heapq.heapify(free_at)
         pending = sorted(
             (q.pending for q in self.queries.values() if q.pending is not None), key=lambda p: (p.priority, p.seq)
@@ -456,6 +470,7 @@ class Scheduler:
         return {
             "policy": self.policy.name,
             "capacity": self.capacity,
+            "reserved": self.reserved,
             "inFlight": self.in_flight,
             "pending": self.pending_count(),
             "queries": {
@@ -473,6 +488,7 @@ class Scheduler:
                     "batchesLate": q.batches_late,
                     "held": q.held,
                     "periodMs": None if q.period is None else round(q.period * 1000, 3),
+                    "reservedSlots": q.spec.reserved_slots,
                 }
                 for key, q in self.queries.items()
             },

@@ -30,6 +30,9 @@ class QuerySpec:
     """Event-time window length in seconds for windowed aggregations; None for stateless pipelines."""
     watermark_delay: float = 0.0
     """Allowed lateness in seconds: a window closes when the watermark passes its end."""
+    reserved_slots: int = 0
+    """Task slots the query holds for as long as it runs (a Real-time query: it submits no
+    batches; its slots come out of the capacity the micro-batch queries share)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,13 +23,14 @@ from sluice.testing.waiting import wait_for
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
 
-def _query(name: str, bootstrap: str, source: str, sink: str, execution: str, sla: str) -> Any:
+def _query(name: str, bootstrap: str, source: str, sink: str, execution: str, sla: str, min_partitions: int | None = None) -> Any:
     return load_query({
         "apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery",
         "metadata": {"name": name, "namespace": "rtm"},
         "spec": {"pool": "p", "execution": execution, "sla": {"latencyTarget": sla},
                  "source": {"type": "kafka", "bootstrapServers": bootstrap, "topic": source, "schema": EVENT_SCHEMA,
-                            "startingOffsets": "earliest"},
+                            "startingOffsets": "earliest",
+                            **({"minPartitions": min_partitions} if min_partitions else {})},
                  "pipeline": [{"filter": "amount > 500"}, {"select": ["key", "seq", "produced_at", "amount"]}],
                  "sink": {"type": "kafka", "bootstrapServers": bootstrap, "topic": sink}},
     })
@@ -57,6 +58,7 @@ def test_a_real_time_query_runs_beside_a_micro_batch_one_and_loses_nothing(kafka
                                                                            tmp_path: Path) -> None:
     fast_in, fast_out = broker.create_topic("rtm-in", 1), broker.create_topic("rtm-out", 1)
     slow_in, slow_out = broker.create_topic("mb-in", 1), broker.create_topic("mb-out", 1)
+    greedy_out = broker.create_topic("greedy-out", 1)
     host = QueryHost(kafka_spark, tmp_path / "ck", LocalScheduler(Scheduler("cameo", capacity=4)))
     try:
         fast = host.add(_query("fast", broker.bootstrap, fast_in, fast_out, "auto", "100ms"))
@@ -64,6 +66,16 @@ def test_a_real_time_query_runs_beside_a_micro_batch_one_and_loses_nothing(kafka
         assert (fast.execution, slow.execution) == ("realTime", "microBatch")
         assert "below the micro-batch floor" in fast.execution_reason and "keep a 10 s SLA" in slow.execution_reason
         assert fast.phase == "Running" and slow.phase == "Running", (fast.message, slow.message)
+        # the Real-time query holds a slot per source partition (1) out of the scheduler's 4
+        core = host.scheduler.core  # type: ignore[union-attr]
+        assert fast.reserved_slots == 1 and core.queries["rtm/fast"].spec.reserved_slots == 1 and core.available == 3
+        # one that would hold the other 3 leaves the micro-batch query none: refused, in a sentence
+        greedy = host.add(_query("greedy", broker.bootstrap, fast_in, greedy_out, "realTime",
+                                 "100ms", min_partitions=3))
+        assert greedy.phase == "Pending" and greedy.handle is None and len(kafka_spark.streams.active) == 2
+        assert "would reserve 3 of the 4 slots with 1 already reserved" in greedy.message, greedy.message
+        assert core.reserved == 1 and "rtm/greedy" not in core.queries
+        host.remove("rtm/greedy")
         time.sleep(5)  # the Real-time tasks are reading before the load starts
         sent: dict[str, Any] = {}
         loads = [threading.Thread(target=lambda t=t: sent.update({t: generate(LoadPlan(t, 200, 15), broker.bootstrap)}))
@@ -86,9 +98,11 @@ def test_a_real_time_query_runs_beside_a_micro_batch_one_and_loses_nothing(kafka
                              for v, _, consumed, _ in records)
         status = wait_for(lambda: (s := host.status("rtm/fast")).p50_ms is not None and s, 20, "the sink's latency")
         assert status.execution == "realTime" and status.output_rows > 0 and status.scheduler == "ungated"
-        assert "rtm/fast" not in host.scheduler.core.queries  # type: ignore[union-attr]  # nothing to order
+        assert status.reserved_slots == 1 and core.queries["rtm/fast"].pending is None  # nothing to order
         assert status.p50_ms / 1000 <= independent[len(independent) // 2] + 0.05
         assert status.p50_ms < 1000  # a row is written within a second, not a micro-batch later
         wait_for(lambda: slow.output_rows > 0, 60, "the micro-batch query's rows")  # it kept running too
+        host.remove("rtm/fast")
+        assert core.reserved == 0 and core.available == 4  # stopping it gives its slots back
     finally:
         host.stop_all()

@@ -29,6 +29,21 @@ def test_demand_is_summed_over_queries_from_their_true_rates() -> None:
     assert "growing from 1" in decision.reason and decision.changes(1)
 
 
+def test_real_time_slots_are_counted_whole_beside_the_micro_batch_cores() -> None:
+    loads = [QueryLoad("a", 1000, rows=5000, useful_seconds=10)]  # 2 cores: 4 slots at 50%
+    decision = decide(loads, current=1, bounds=BOUNDS, now=0.0, reserved=3)
+    assert decision.target == 4  # (4 + 3 held) slots = 3.5 executors of 2
+    assert "plus 3 task slots Real-time queries hold" in decision.reason
+    # with no micro-batch demand at all, the reservation alone keeps executors
+    assert decide([], current=1, bounds=BOUNDS, now=0.0, reserved=3).target == 2
+    # through the operator's plan: a Real-time query's status is not a DS2 load, its slots are counted
+    pool = StreamingPool.model_validate({"metadata": {"name": "p"}, "spec": {"maxExecutors": 8, "executor": {"cores": 2}}})
+    rt = QueryStatus(phase="Running", sla_ms=100, input_rate=900, reserved_slots=4)
+    mb = QueryStatus(phase="Running", sla_ms=30_000, input_rate=0)
+    chosen = scaling.plan(pool, 1, {"t/rt": rt, "t/mb": mb}, now=0.0)
+    assert chosen.target == 2 and chosen.recommendation is not None and "4 task slots" in chosen.recommendation.reason
+
+
 def test_a_fitted_fixed_cost_makes_the_first_step_land() -> None:
     """Batches of 1 s: 0.2 useful seconds fixed + 1 ms per row. At 500 rows/s (batches of 500 rows)
     the ratio says 1.4 ms a row; after a step to 1,500 rows/s the ratio model asks for 2.1 cores,

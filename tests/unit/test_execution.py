@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from sluice.api.query import realtime_problem
-from sluice.scheduler.execution import choose, micro_batch_floor
+from sluice.scheduler.execution import (
+    choose,
+    micro_batch_floor,
+    reservation_problem,
+    reserved_slots,
+)
 from sluice.scheduler.intervals import COMMIT_PRIOR, FIXED_PRIOR, MARGIN, MIN_INTERVAL
 
 
@@ -39,7 +44,7 @@ def test_what_real_time_mode_can_run() -> None:
 
 def test_real_time_queries_reserve_a_task_slot_per_source_partition() -> None:
     from sluice.api.manifest import load_query
-    from sluice.runtime.realtime import local_master, reserved_slots
+    from sluice.runtime.realtime import local_master, reserved_total
 
     def query(name: str, sla: str, sink: str = "kafka") -> object:
         return load_query({
@@ -52,5 +57,17 @@ def test_real_time_queries_reserve_a_task_slot_per_source_partition() -> None:
     partitions = {"fast": 3, "unknown": None, "slow": 8}
     queries = [query("fast", "100ms"), query("unknown", "100ms"), query("slow", "30s"), query("fast2", "100ms", sink="noop")]
     # fast: 3 partitions; unknown: 1; slow runs in micro-batches; fast2 cannot (noop sink)
-    assert reserved_slots(queries, lambda q: partitions.get(q.metadata.name)) == 4  # type: ignore[attr-defined]
+    assert reserved_total(queries, lambda q: reserved_slots(partitions.get(q.metadata.name))) == 4  # type: ignore[attr-defined]
     assert local_master(2, 4) == "local[6]" and local_master(2, 0) == "local[2]"
+
+
+def test_a_real_time_reservation_must_leave_the_micro_batch_queries_their_slots() -> None:
+    assert reserved_slots(None) == 1 and reserved_slots(3) == 3 and reserved_slots(3, 8) == 8 and reserved_slots(0, None) == 1
+    # 8 slots, 2 held, 3 wanted: 3 left, and the micro-batch queries need 3
+    assert reservation_problem("shared", 8, 2, 3, 3) is None
+    refused = reservation_problem("shared", 8, 2, 3, 4)
+    assert refused == ("a Real-time query holds 3 task slots while it runs and pool 'shared' has 8 at most with 2 "
+                       "already reserved, leaving 3 of the 4 its micro-batch queries need; raise the pool's "
+                       "maxExecutors or set spec.execution to microBatch.")
+    # the micro-batch queries always keep one slot, even with no measured need
+    assert reservation_problem("shared", 4, 0, 4, 0) is not None and reservation_problem("shared", 4, 0, 3, 0) is None

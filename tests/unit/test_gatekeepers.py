@@ -128,3 +128,15 @@ def test_a_hold_ends_when_the_predicted_batch_does_not_come(gated: Gated) -> Non
     grant = gate.dispatch(BatchRequest("bulk/agg", 1, rows=10_000, oldest_event=time.time()))  # the filter stops
     assert core.queries["bulk/agg"].held == 1
     assert 0.1 <= grant.waited < 0.5  # until the filter's predicted arrival (~150 ms), not longer
+
+
+def test_a_reservation_travels_to_the_scheduler_and_one_it_cannot_hold_is_refused_in_a_sentence(gated: Gated) -> None:
+    from sluice.scheduler.core import SchedulerError
+
+    gated.core.capacity = 3
+    gate = gated.gate
+    assert gate.register(QuerySpec("rt/filter", "rt", 0.1, reserved_slots=2))
+    assert gated.core.reserved == 2 and gated.core.available == 1
+    with pytest.raises(SchedulerError, match="would reserve 1 of the 3 slots with 2 already reserved"):
+        gate.register(QuerySpec("rt/other", "rt", 0.1, reserved_slots=1))
+    assert gate.unregister("rt/filter") and gated.core.reserved == 0

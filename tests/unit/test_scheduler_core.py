@@ -104,6 +104,31 @@ def test_capacity_limits_grants_and_completion_frees_a_slot() -> None:
     assert _ids(s.dispatch(T0 + 0.2)) == ["t/q2"]
 
 
+def test_real_time_reservations_come_out_of_the_micro_batch_capacity() -> None:
+    s = Scheduler("cameo", capacity=4)
+    s.register(QuerySpec("rt/filter", "rt", 0.1, reserved_slots=2))
+    for i in range(3):
+        s.register(QuerySpec(f"t/q{i}", "t", 1.0))
+        s.submit(BatchRequest(f"t/q{i}", 7, oldest_event=T0 + i), T0)
+    assert _ids(s.dispatch(T0)) == ["t/q0", "t/q1"]  # 4 slots less the 2 held
+    assert s.snapshot(T0)["reserved"] == 2
+    s.register(QuerySpec("rt/filter", "rt", 0.1, reserved_slots=1))  # re-registered: replaces, not adds
+    assert _ids(s.dispatch(T0)) == ["t/q2"]
+    s.unregister("rt/filter")
+    assert s.reserved == 0 and s.available == 4
+
+
+def test_a_reservation_that_leaves_no_micro_batch_slot_is_refused_and_changes_nothing() -> None:
+    s = Scheduler("cameo", capacity=3)
+    s.register(QuerySpec("rt/a", "rt", 0.1, reserved_slots=2))
+    with pytest.raises(SchedulerError, match="would reserve 1 of the 3 slots with 2 already reserved"):
+        s.register(QuerySpec("rt/b", "rt", 0.1, reserved_slots=1))
+    assert "rt/b" not in s.queries and s.reserved == 2 and s.available == 1
+    with pytest.raises(SchedulerError, match="would reserve 3"):
+        s.register(QuerySpec("rt/a", "rt", 0.1, reserved_slots=3))
+    assert s.queries["rt/a"].spec.reserved_slots == 2 and s.reserved == 2
+
+
 def test_bad_requests_are_refused_with_a_sentence() -> None:
     s = Scheduler("cameo")
     with pytest.raises(SchedulerError, match="not registered"):

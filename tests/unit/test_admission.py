@@ -1,0 +1,47 @@
+"""Admission (pure): pools, namespaces, quotas, and a Real-time query's task-slot reservation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sluice.api.manifest import load_query
+from sluice.api.pool import StreamingPool
+from sluice.api.query import StreamingQuery
+from sluice.operator.admission import Held, admit
+
+
+def _query(sla: str, execution: str = "auto", **source: Any) -> StreamingQuery:
+    return load_query({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery", "metadata": {"name": "q", "namespace": "t"},
+        "spec": {"pool": "shared", "execution": execution, "sla": {"latencyTarget": sla},
+                 "pipeline": [{"filter": "length(value) > 1"}],
+                 "source": {"type": "kafka", "bootstrapServers": "k:9092", "topic": "in", **source},
+                 "sink": {"type": "kafka", "bootstrapServers": "k:9092", "topic": "out"}},
+    })
+
+
+POOL = StreamingPool.model_validate({"metadata": {"name": "shared"}, "spec": {"maxExecutors": 2, "executor": {"cores": 2}}})
+
+
+def test_a_real_time_query_is_admitted_while_its_slots_leave_the_micro_batch_queries_theirs() -> None:
+    assert admit(_query("100ms"), POOL, 0, Held(reserved=1, micro_batch=2)).admitted  # 4 - 1 - 1 = 2 left
+    refused = admit(_query("100ms"), POOL, 0, Held(reserved=2, micro_batch=2))  # 1 left of 2
+    assert not refused.admitted and refused.retry and refused.reason == "TaskSlotsReserved"
+    assert refused.message == ("A Real-time query holds 1 task slot while it runs and pool 'shared' has 4 at most with 2 "
+                               "already reserved, leaving 1 of the 2 its micro-batch queries need; raise the pool's "
+                               "maxExecutors or set spec.execution to microBatch (retrying).")
+    # minPartitions splits its reads: that many slots
+    assert not admit(_query("100ms", minPartitions=4), POOL, 0, Held()).admitted
+    # a query that already holds its slots keeps them (an operator restart re-admits it)
+    assert admit(_query("100ms", minPartitions=4), POOL, 0, Held(reserved=4, micro_batch=3, own=4)).admitted
+
+
+def test_micro_batch_queries_reserve_nothing() -> None:
+    assert admit(_query("10s"), POOL, 0, Held(reserved=3, micro_batch=4)).admitted
+    assert admit(_query("100ms", execution="microBatch"), POOL, 0, Held(reserved=3, micro_batch=4)).admitted
+
+
+def test_held_slots_are_read_from_the_pool_and_query_status() -> None:
+    pool_status = {"reservedSlots": 3, "autoscaling": {"recommendation": {"executors": 2, "microBatchSlots": 5}}}
+    assert Held.of(pool_status, {"reservedSlots": 2}) == Held(3, 5, 2)
+    assert Held.of(None, None) == Held(0, 1, 0)  # nothing measured yet: the micro-batch queries keep one slot
