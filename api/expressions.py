@@ -67,35 +67,62 @@ def _function_name(node: exp.Func) -> str:
     return node.sql_name()
 
 
+MAX_LENGTH = 4096
+"""Characters an expression may have (the CRD's maxLength too)."""
+MAX_DEPTH = 32
+"""Parentheses an expression may nest."""
+
+
+def _q(text: str) -> str:
+    """The expression quoted for a one-line message: control characters escaped, at most 60 shown."""
+    line = "".join(c if c >= " " else c.encode("unicode_escape").decode() for c in text)
+    return f"'{line}'" if len(line) <= 60 else f"'{line[:60]}...'"
+
+
+def _depth(text: str) -> int:
+    deepest = depth = 0
+    for char in text:
+        depth += (char == "(") - (char == ")")
+        deepest = max(deepest, depth)
+    return deepest
+
+
 @lru_cache(maxsize=4096)
 def _parse(text: str) -> exp.Expr:
     if not text.strip():
         raise ExpressionError("the expression is empty; write a Spark SQL expression")
+    if "${" in text:  # Spark's parser substitutes ${...} (variables, system properties, env) first
+        raise ExpressionError(f"{_q(text)} holds '${{', which Spark replaces with configuration values and "
+                              "environment variables; write the value itself")
+    if _depth(text) > MAX_DEPTH:
+        raise ExpressionError(f"{_q(text)} nests parentheses more than {MAX_DEPTH} deep; write it flatter")
     try:
         tree = sqlglot.parse_one(text, read="spark")
     except (ParseError, TokenError) as error:
         details = getattr(error, "errors", None) or [{}]
         col = details[0].get("col")
         near = f" (it breaks off near column {col})" if col else ""
-        raise ExpressionError(f"'{text}' is not a valid Spark SQL expression{near}") from None
+        raise ExpressionError(f"{_q(text)} is not a valid Spark SQL expression{near}") from None
+    except RecursionError:  # deep nesting other than parentheses (NOT NOT NOT ..., a - - - ...)
+        raise ExpressionError(f"{_q(text)} nests too deeply; write it flatter") from None
     if isinstance(tree, exp.Block) or ";" in text:
-        raise ExpressionError(f"'{text}' holds more than one statement; write a single expression")
+        raise ExpressionError(f"{_q(text)} holds more than one statement; write a single expression")
     for node in tree.walk():
         for kind, what in _FORBIDDEN:
             if isinstance(node, kind):
                 raise ExpressionError(
-                    f"'{text}' uses {what}, which reaches outside the row; "
+                    f"{_q(text)} uses {what}, which reaches outside the row; "
                     "only row-local expressions are allowed"
                 )
         if isinstance(node, exp.Column) and node.table:
             raise ExpressionError(
-                f"'{text}' qualifies a column with '{node.table}'; name columns of the row directly"
+                f"{_q(text)} qualifies a column with '{node.table}'; name columns of the row directly"
             )
         if isinstance(node, exp.Func):
             name = _function_name(node)
             if name not in ALLOWED_FUNCTIONS:
                 raise ExpressionError(
-                    f"'{text}' calls {name.lower()}(), which is not on Sluice's allow-list of "
+                    f"{_q(text)} calls {name.lower()}(), which is not on Sluice's allow-list of "
                     "row-local functions"
                 )
     return tree
@@ -105,7 +132,7 @@ def check_expression(text: str) -> str:
     """Check a row-local value expression (select, withColumn); returns the text unchanged."""
     tree = _parse(text)
     if isinstance(tree, exp.Alias):
-        raise ExpressionError(f"'{text}' carries an alias; give the name in the step's 'name' field")
+        raise ExpressionError(f"{_q(text)} carries an alias; give the name in the step's 'name' field")
     return text
 
 
@@ -124,7 +151,7 @@ def check_predicate(text: str) -> str:
     if isinstance(root, exp.Anonymous) and str(root.name).lower() in _BOOLEAN_FUNCTIONS:
         return text
     raise ExpressionError(
-        f"'{text}' is not a boolean expression; a filter needs a condition such as a comparison"
+        f"{_q(text)} is not a boolean expression; a filter needs a condition such as a comparison"
     )
 
 

@@ -9,6 +9,7 @@ from pydantic import AfterValidator, Field, model_validator
 from .common import CommonStatus, DnsName, Model, ObjectMeta
 from .constants import API_VERSION, ApiVersion
 from .expressions import (
+    MAX_LENGTH,
     check_expression,
     check_predicate,
     check_select_item,
@@ -18,9 +19,9 @@ from .expressions import (
 )
 from .units import Duration
 
-Predicate = Annotated[str, AfterValidator(check_predicate)]
-ValueExpr = Annotated[str, AfterValidator(check_expression)]
-SelectItem = Annotated[str, AfterValidator(check_select_item)]
+Predicate = Annotated[str, Field(max_length=MAX_LENGTH), AfterValidator(check_predicate)]
+ValueExpr = Annotated[str, Field(max_length=MAX_LENGTH), AfterValidator(check_expression)]
+SelectItem = Annotated[str, Field(max_length=MAX_LENGTH), AfterValidator(check_select_item)]
 ColumnName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 PositiveDuration = Annotated[Duration, AfterValidator(lambda d: _positive(d))]
 

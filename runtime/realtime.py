@@ -25,7 +25,7 @@ from .pipeline import TS
 
 log = logging.getLogger("sluice.runtime.realtime")
 HEADER = "sluice-produced-ms"
-CHECKPOINT_INTERVAL = "5 seconds"
+CHECKPOINT_INTERVAL = "1 minute"
 """How often a Real-time query checkpoints its progress (its trigger's duration)."""
 WINDOW = 0.5
 """Seconds of output records summarized into one latency entry."""
