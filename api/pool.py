@@ -8,6 +8,7 @@ from pydantic import AfterValidator, Field, JsonValue, model_validator
 
 from .common import CommonStatus, DnsName, Model, ObjectMeta
 from .constants import API_VERSION, ApiVersion, Policy
+from .files import DEFAULT_FILES_ROOT
 from .units import Cpu, Duration, Memory
 
 MEMORY_MIN, MEMORY_MAX = Memory.parse("512Mi"), Memory.parse("1Ti")
@@ -196,6 +197,10 @@ class StreamingPoolSpec(Model):
     afresh from its `startingOffsets` (set `claimName` to keep them)."""
     policy: Policy = "cameo"
     """Dispatch order across queries: fifo, fair (weighted per tenant), edf or cameo."""
+    filesRoot: str = Field(default=DEFAULT_FILES_ROOT, min_length=2, max_length=1024,
+                           pattern=r"^(/[A-Za-z0-9_][A-Za-z0-9._-]*)+$")
+    """Absolute directory under which each namespace's `files` sources and sinks live, in
+    `<filesRoot>/<namespace>`: a query's relative path lies there, and a path outside it is refused."""
     allowedNamespaces: list[DnsName] = Field(default_factory=list, max_length=256)
     """Namespaces whose queries may use the pool; empty: every namespace."""
     quotas: dict[DnsName, Quota] = Field(default_factory=dict, max_length=256)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sluice.api.files import FilesOutsideRoot, confine_query
 from sluice.api.pool import StreamingPool
 from sluice.api.query import KafkaSource, StreamingQuery
 from sluice.scheduler.execution import mode_of, reservation_problem, reserved_slots
@@ -54,6 +55,10 @@ def admit(query: StreamingQuery, pool: StreamingPool | None, others_admitted: in
         return Admission(False, "QuotaExceeded",
                          f"namespace '{namespace}' already runs {others_admitted} of at most {quota.maxQueries} queries on "
                          f"pool '{name}'; delete one or raise the pool's quotas.{namespace}.maxQueries (retrying).", retry=True)
+    try:
+        confine_query(query, pool.spec.filesRoot)
+    except FilesOutsideRoot as outside:
+        return Admission(False, "FilesOutsideRoot", f"{outside} (pool '{name}' sets the root: spec.filesRoot).")
     held = held or Held()
     if mode_of(query).mode == "realTime" and not held.own:  # slots already held stay held
         source = query.spec.source

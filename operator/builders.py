@@ -125,7 +125,7 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
     conf = spark_conf(model, namespace)
     capacity = model.spec.executor.cores * max(model.spec.maxExecutors, 1)
     runtime_args = ["python", "-m", "sluice.runtime", "--port", str(CONTROL_PORT), "--token-file", "/etc/sluice-token/token",
-                    "--workdir", WORKDIR,
+                    "--workdir", WORKDIR, "--files-root", model.spec.filesRoot,
                     "--scheduler", f"http://127.0.0.1:{SCHEDULER_PORT}", "--master", conf["spark.master"]]
     runtime_args += [arg for key, value in conf.items() if key != "spark.master" for arg in ("--conf", f"{key}={value}")]
     driver = model.spec.driver

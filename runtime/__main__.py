@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> None:
                         metavar="SECONDS", help="how long a surplus executor may finish its tasks before it is killed by force")
     parser.add_argument("--kafka", action=argparse.BooleanOptionalAction, default=True,
                         help="load Spark's Kafka connector (baked into the runtime image; else resolved from Maven Central)")
+    parser.add_argument("--files-root", default=os.environ.get("SLUICE_FILES_ROOT"), metavar="DIR",
+                        help="confine each namespace's files sources and sinks to DIR/<namespace> (the pool's spec.filesRoot)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark settings")
     args = parser.parse_args(argv)
     if not args.executor_grace >= 0:
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     if mode.gated:
         gate = (LocalScheduler(Scheduler(args.policy, capacity=args.capacity)) if args.scheduler == "inprocess"
                 else SchedulerClient(args.scheduler))
-    host = QueryHost(spark, workdir / "checkpoints", gate, mode.fixed_pool)
+    host = QueryHost(spark, workdir / "checkpoints", gate, mode.fixed_pool, files_root=args.files_root)
     scaler = ExecutorScaler(spark, grace=args.executor_grace, stateful=host.stateful_batches)
     sidecar = f"{args.scheduler.rstrip('/')}/metrics" if args.scheduler.startswith("http") else None
     server = ServerThread(make_control_app(host, token, executors=scaler, scheduler_metrics=sidecar),

@@ -29,7 +29,8 @@ from typing import Any, TypeVar
 from prometheus_client import CollectorRegistry
 
 from sluice.api.common import query_labels
-from sluice.api.query import KafkaSink, StreamingQuery
+from sluice.api.files import FilesOutsideRoot, confine_query, confine_real
+from sluice.api.query import FilesSink, FilesSource, KafkaSink, StreamingQuery
 from sluice.api.runtime import QueryPhase, QueryStatus
 from sluice.scheduler import execution, intervals
 from sluice.scheduler.core import SchedulerError
@@ -64,8 +65,11 @@ class QueryHost:
         measure_from: float = 0.0,
         retry_every: float = 5.0,
         interval_dwell: float = 30.0,
+        files_root: str | None = None,
     ) -> None:
         self.spark = spark
+        self.files_root = files_root
+        """Each namespace's `files` paths are confined to `<files_root>/<namespace>` (None: anywhere)."""
         self.checkpoints = checkpoints
         self.scheduler = gate
         self.metrics = metrics or Metrics(CollectorRegistry())
@@ -144,6 +148,15 @@ class QueryHost:
                 return
 
     def _add(self, query: StreamingQuery, weight: float) -> HostedQuery:
+        outside = None
+        if self.files_root is not None:  # a tenant's files stay under <root>/<namespace>
+            try:
+                query = confine_query(query, self.files_root)
+                for part in (query.spec.source, query.spec.sink):
+                    if isinstance(part, FilesSource | FilesSink):
+                        confine_real(part.path, query.tenant, self.files_root)
+            except FilesOutsideRoot as refused:
+                outside = str(refused)
         old = self.queries.get(query.key)
         if (old is not None and old.phase == "Running" and old.spec == query_spec(query, weight)
                 and old.query.model_dump(mode="json") == query.model_dump(mode="json")):
@@ -159,6 +172,9 @@ class QueryHost:
             self.queries[query.key] = hosted
             self._by_spark_name[spark_name(query.key)] = hosted
         self._export_latency(hosted)
+        if outside is not None:
+            self._set_phase(hosted, "Failed", f"{outside}.")
+            return hosted
         if query.spec.suspend:
             self._set_phase(hosted, "Suspended", "spec.suspend is true; the checkpoint is kept.")
             return hosted

@@ -8,6 +8,7 @@ default pool, counts that in `sluice_runtime_scheduler_fail_open_total`, and rep
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
@@ -55,6 +56,8 @@ class SchedulerClient:
         self.wait = wait
         self._local = threading.local()
         self.mode = "gated"
+        self._registered: dict[str, QuerySpec] = {}
+        """What this runtime registered: a restarted sidecar (which knows nothing) gets it again."""
 
     # ------------------------------------------------------------------ transport
 
@@ -105,9 +108,12 @@ class SchedulerClient:
             return False
         if status == 400:
             raise SchedulerError(str(answer.get("error") or "the scheduler refused the registration"))
+        if status == 200:
+            self._registered[spec.key] = spec
         return status == 200
 
     def unregister(self, key: str) -> bool:
+        self._registered.pop(key, None)
         try:
             status, _ = self._call("DELETE", f"/v1/queries/{key}", None, self.timeout)
         except SchedulerUnavailable:
@@ -118,6 +124,7 @@ class SchedulerClient:
         """Ask for a grant, sending earlier completions along; blocks until granted (or fails open)."""
         started = time.monotonic()
         ask = Dispatch.of(request, completed, self.wait)
+        again = False
         while True:
             try:
                 status, answer = self._call("POST", "/v1/dispatch", ask.model_dump_json().encode(), self.wait + self.timeout)
@@ -138,6 +145,12 @@ class SchedulerClient:
                 ask = ask.model_copy(update={"completed": []})
                 continue
             if status == 404 and "not registered" in str(answer.get("error", "")):
+                spec = self._registered.get(request.query)
+                if spec is not None and not again:  # the sidecar restarted empty: register, ask again
+                    again = True
+                    with contextlib.suppress(SchedulerError):
+                        if self.register(spec):
+                            continue
                 return self._fail_open(request, started)
             if status >= 500:
                 return self._fail_open(request, started)

@@ -19,6 +19,25 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile("replayable")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("chaos", "the chaos tier (tests/chaos)")
+    group.addoption("--chaos-rounds", type=int, default=5, help="faults injected per chaos case (a longer soak: more)")
+    group.addoption("--chaos-seed", type=int, default=20261124, help="seed of the fault times (a failure prints its seed)")
+
+
+@pytest.fixture
+def chaos_rounds(request: pytest.FixtureRequest) -> int:
+    rounds = int(request.config.getoption("--chaos-rounds"))
+    if rounds < 1:
+        raise pytest.UsageError(f"--chaos-rounds {rounds}: give 1 or more")
+    return rounds
+
+
+@pytest.fixture
+def chaos_seed(request: pytest.FixtureRequest) -> int:
+    return int(request.config.getoption("--chaos-seed"))
+
+
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A real single-node Kafka broker (KRaft, jars from Maven Central), shared by the session's tiers."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -167,8 +168,8 @@ def test_gate_delays_a_stateful_batch_and_it_still_commits(host_factory: Any, tm
     assert hosted.phase == "Running"
 
 
-def _sidecar() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-m", "sluice.scheduler", "--port", "0"],
+def _sidecar(port: int = 0) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-m", "sluice.scheduler", "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline() if proc.stdout else ""
     match = re.search(r"listening on (\S+)", line)
@@ -191,6 +192,15 @@ def test_fail_open_when_the_scheduler_is_killed(host_factory: Any, tmp_path: Pat
         wait_for(lambda: len(hosted.memory) == 2, what="a batch after the scheduler died")
         assert host.status("t/q").scheduler == "fail-open"
         assert hosted.band_log[max(hosted.band_log)] == "default"
+        # the sidecar comes back (its container restarts) knowing nothing: the runtime registers
+        # the query again on its next batch, and batches are gated again
+        proc, again = _sidecar(int(url.rsplit(":", 1)[1]))
+        assert again == url
+        write_rows(data, "2.json", [{"id": 2, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}])
+        wait_for(lambda: len(hosted.memory) == 3, what="a batch after the scheduler came back")
+        assert host.status("t/q").scheduler == "gated"
+        state = json.loads(urllib.request.urlopen(f"{url}/v1/state", timeout=5).read())
+        assert "t/q" in state["queries"] and state["queries"]["t/q"]["grants"] >= 1
     finally:
         proc.kill()
 
@@ -445,3 +455,23 @@ def test_under_fair_a_tenant_runs_in_its_own_pool_at_its_quota_weight(spark: Any
     stages = json.loads(urllib.request.urlopen(f"{base}/api/v1/applications/{app}/stages", timeout=10).read())
     pools = {s["schedulingPool"] for s in stages if "sluice gold/weighted batch" in (s.get("description") or "")}
     assert pools == {"tenant_gold_w250"}
+
+
+def test_files_stay_under_the_tenants_root_even_through_a_symbolic_link(host_factory: Any, tmp_path: Path) -> None:
+    root = tmp_path / "files"
+    (root / "team-a").mkdir(parents=True)
+    (root / "team-b" / "secret").mkdir(parents=True)
+    os.symlink(root / "team-b" / "secret", root / "team-a" / "shortcut")
+    host = host_factory(files_root=str(root))
+    rows = {"type": "rate", "rowsPerSecond": 10}
+    inside = host.add(query("inside", "team-a", rows, [{"filter": "value >= 0"}], {"type": "files", "format": "json", "path": "out"}))
+    assert inside.phase == "Running", inside.message
+    assert inside.query.spec.sink.path == str(root / "team-a" / "out")  # type: ignore[union-attr]  # relative: under the root
+    wait_for(lambda: list((root / "team-a" / "out").glob("batch_id=*/part-*.json")), 60, "the sink's first files")
+    climbing = host.add(query("climbing", "team-a", rows, [{"filter": "value >= 0"}],
+                              {"type": "files", "format": "json", "path": "../team-b/secret"}))
+    assert climbing.phase == "Failed" and climbing.handle is None
+    assert climbing.message.startswith("spec.sink.path: '../team-b/secret' is outside the files root of namespace 'team-a'")
+    linked = host.add(query("linked", "team-a", files_source(root / "team-a" / "shortcut"), [{"filter": "amount > 1"}]))
+    assert linked.phase == "Failed" and "symbolic link" in linked.message, linked.message
+    assert not list((root / "team-b" / "secret").iterdir())  # nothing was written there

@@ -65,7 +65,8 @@ def errors_of(document: dict[str, Any]) -> list[tuple[str, str]]:
     (("spec", "source", "rowsPerSecond"), True, "spec.source.rowsPerSecond", "integer"),
     (("spec", "source", "rowsPerSecond"), "20", "spec.source.rowsPerSecond", "integer"),
     (("spec", "pipeline"), [{"filter": "1h1h1h1h"}], "spec.pipeline[0].filter", "column '1h1h1h1h' does not exist"),
-    (("spec", "pipeline"), [{"select": ["x" * 5000]}], "spec.pipeline[0].select", "does not exist here"),
+    (("spec", "pipeline"), [{"select": ["x" * 5000]}], "spec.pipeline[0].select[0]", "at most 4096 characters"),
+    (("spec", "pipeline"), [{"select": ["x" * 4000]}], "spec.pipeline[0].select", "does not exist here"),
     (("spec", "pipeline"), [{"select": ["value AS v"]}, {"filter": "value > 1"}], "spec.pipeline[1].filter",
      "column 'value' does not exist"),
 ])

@@ -8,8 +8,10 @@ data dir under the given work dir. Used by the kafka test tier, `sluice kafka`, 
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -69,6 +71,8 @@ class KafkaBroker:
     host: str = "127.0.0.1"
     """The address the broker listens on and advertises (the node tier: the node's IP, so pods
     reach it)."""
+    config: Path | None = None
+    """The running broker's server.properties (its ports and data directory)."""
 
     @property
     def bootstrap(self) -> str:
@@ -126,16 +130,35 @@ class KafkaBroker:
                                    capture_output=True, text=True, timeout=120)
         if formatted.returncode != 0:
             raise KafkaUnavailable(f"formatting Kafka's storage failed: {(formatted.stderr or formatted.stdout).strip()[-300:]}")
+        self.config = config
         self.proc = processes.spawn("kafka", self._java("kafka.Kafka", str(config)), data / "kafka.log")
+        self._wait_ready(data / "kafka.log", timeout)
+
+    def _wait_ready(self, log: Path, timeout: float) -> None:
+        assert self.proc is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                tail = (data / "kafka.log").read_text(errors="replace").strip().splitlines()[-3:]
+                tail = log.read_text(errors="replace").strip().splitlines()[-3:]
                 raise KafkaUnavailable(f"the broker exited with code {self.proc.returncode}: {' / '.join(tail)}")
             if self._ready():
                 return
             time.sleep(0.3)
-        raise KafkaUnavailable(f"the broker was not ready within {timeout:.0f} s (log: {data / 'kafka.log'})")
+        raise KafkaUnavailable(f"the broker was not ready within {timeout:.0f} s (log: {log})")
+
+    def restart(self, down: float = 0.0, timeout: float = 90) -> None:
+        """Kill the broker (SIGKILL: no clean shutdown), leave it down `down` seconds, and start it
+        again on the same data, ports and cluster id (the chaos tier's broker restart)."""
+        assert self.proc is not None and self.config is not None, "start the broker first"
+        data = self.config.parent
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+        processes.stop("kafka", self.proc)
+        time.sleep(down)
+        log = data / f"kafka-restart-{time.monotonic_ns()}.log"
+        self.proc = processes.spawn("kafka", self._java("kafka.Kafka", str(self.config)), log)
+        self._wait_ready(log, timeout)
 
     def _ready(self) -> bool:
         from confluent_kafka.admin import AdminClient

@@ -1,0 +1,95 @@
+"""The pool runtime as its own process (`python -m sluice.runtime`, local Spark), as its pod runs
+it: one process group (Python and Spark's JVM) on one work directory, reached through its
+control API with a token. The chaos tier kills and restarts it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from sluice.api.runtime import QueryStatus
+from sluice.operator.runtime_client import RuntimeClient, RuntimeUnreachable, healthy
+
+from .load import EVENT_SCHEMA
+from .processes import spawn, stop
+from .waiting import wait_for
+
+TOKEN = "test-token"
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RuntimeProcess:
+    def __init__(self, workdir: Path, master: str = "local[2]") -> None:
+        self.workdir = workdir
+        self.master = master
+        self.port = _port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.client = RuntimeClient(self.url, TOKEN, timeout=60)
+        self.proc: Any = None
+        self.starts = 0
+
+    def start(self, timeout: float = 120) -> None:
+        self.starts += 1
+        log = self.workdir / f"runtime-{self.starts}.log"
+        env = {**os.environ, "SLUICE_CONTROL_TOKEN": TOKEN}
+        self.proc = spawn("runtime", [sys.executable, "-m", "sluice.runtime", "--master", self.master,
+                                      "--host", "127.0.0.1", "--port", str(self.port), "--workdir", str(self.workdir),
+                                      "--scheduler", "inprocess", "--policy", "cameo", "--capacity", "4"], log, env=env)
+        wait_for(lambda: self.proc.poll() is None and asyncio.run(healthy(self.url)), timeout,
+                 f"the runtime's control API (log: {log})", every=0.5)
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: no shutdown hook, no stop of a query, no flush."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+        stop("runtime", self.proc)  # forgets the pidfile
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop("runtime", self.proc)
+
+    def register(self, manifest: dict[str, Any]) -> None:
+        asyncio.run(self.client.register(manifest))
+
+    def status(self, namespace: str, name: str) -> QueryStatus | None:
+        try:
+            return asyncio.run(self.client.status(namespace, name))
+        except RuntimeUnreachable:
+            return None
+
+
+def kafka_to_files(bootstrap: str, topic: str, out: Path) -> dict[str, Any]:
+    """A Kafka-to-files query (the files sink is exactly-once: each batch overwrites its own
+    `batch_id=N/` directory, so a replay after a crash never duplicates rows)."""
+    return {
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery",
+        "metadata": {"name": "orders", "namespace": "chaos"},
+        "spec": {"pool": "p", "sla": {"latencyTarget": "5s"}, "trigger": {"interval": "300ms"},
+                 "source": {"type": "kafka", "bootstrapServers": bootstrap, "topic": topic, "schema": EVENT_SCHEMA,
+                            "startingOffsets": "earliest"},
+                 "pipeline": [{"select": ["key", "seq", "amount"]}],
+                 "sink": {"type": "files", "format": "json", "path": str(out)},
+                 "resources": {"shufflePartitions": 2}},
+    }
+
+
+def sink_seqs(out: Path) -> list[int]:
+    """Every row the sink holds: the files of each finished `batch_id=N/` directory (one with
+    Spark's `_SUCCESS`; a killed write leaves none, or files under `_temporary`, and its replay
+    overwrites the directory)."""
+    seqs = []
+    for done in sorted(out.glob("batch_id=*/_SUCCESS")):
+        for part in sorted(done.parent.glob("part-*.json")):
+            seqs += [json.loads(line)["seq"] for line in part.read_text().splitlines() if line.strip()]
+    return seqs

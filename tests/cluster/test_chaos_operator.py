@@ -1,0 +1,156 @@
+"""Chaos: the operator process SIGKILLed at random points while queries are created, updated and
+deleted against the real apiserver, and started again each time. After the last restart it
+converges: one of each object its pool owns, every query of the apiserver registered with the
+pool's runtime at its latest spec, no registration left of a deleted query, every finalizer done.
+
+Real parts: the apiserver (etcd), the operator as its own process (`python -m sluice.operator`),
+the pool runtime's control API over loopback HTTP with a QueryHost on real Spark. Seeded by
+`--chaos-seed`; `--chaos-rounds` x 4 kills (at least 20).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.runtime.control import make_control_app
+from sluice.runtime.host import QueryHost
+from sluice.scheduler.core import Scheduler
+from sluice.scheduler.local import LocalScheduler
+from sluice.scheduler.server import ServerThread
+from sluice.testing.controlplane import ControlPlane, free_port
+from sluice.testing.processes import spawn, stop
+from sluice.testing.waiting import wait_for
+
+pytestmark = [pytest.mark.chaos, pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
+
+SYSTEM = "sluice-chaos"
+TENANTS = ("chaos-a", "chaos-b")
+NAMES = ("q0", "q1", "q2")
+POOL = "chaos"
+
+
+@dataclass
+class Chaos:
+    plane: ControlPlane
+    host: QueryHost
+    logs: Path
+    env: dict[str, str]
+    proc: Any = None
+    starts: int = 0
+    servers: list[ServerThread] = field(default_factory=list)
+
+    def start_operator(self) -> None:
+        self.starts += 1
+        self.proc = spawn("chaos-operator", [sys.executable, "-m", "sluice.operator"],
+                          self.logs / f"operator-{self.starts}.log", env=self.env)
+
+    def kill_operator(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+        stop("chaos-operator", self.proc)
+
+    def kubectl(self, *args: str, stdin: str | None = None) -> Any:
+        return self.plane.kubectl(*args, input=stdin, check=False)
+
+    def objects(self, kind: str, namespace: str | None = None, selector: str | None = None) -> list[dict[str, Any]]:
+        args = ["get", kind, "-o", "json"] + (["-n", namespace] if namespace else ["-A"]) + (["-l", selector] if selector else [])
+        return list(json.loads(self.plane.kubectl(*args).stdout)["items"])
+
+
+def _query(name: str, namespace: str, sla_ms: int, suspend: bool) -> dict[str, Any]:
+    return {"apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"pool": POOL, "source": {"type": "rate", "rowsPerSecond": 5}, "pipeline": [{"filter": "value % 2 = 0"}],
+                     "sink": {"type": "noop"}, "sla": {"latencyTarget": f"{sla_ms}ms"}, "trigger": {"interval": "2s"},
+                     "suspend": suspend}}
+
+
+@pytest.fixture(scope="module")
+def chaos(crds_installed: ControlPlane, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chaos]:
+    plane = crds_installed
+    for ns in (SYSTEM, *TENANTS):
+        plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+    logs = Path(tmp_path_factory.mktemp("chaos-operator"))
+    env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig), "SLUICE_NAMESPACE": SYSTEM, "SLUICE_WATCH_NAMESPACES": "",
+           "SLUICE_METRICS_PORT": "-1", "SLUICE_HEALTH_PORT": "-1", "SLUICE_STATUS_INTERVAL": "2",
+           "SLUICE_POOL_SYNC_INTERVAL": "2", "SLUICE_PEERING": "false"}
+    host = QueryHost(spark, logs / "checkpoints", LocalScheduler(Scheduler("cameo", capacity=2)))
+    world = Chaos(plane, host, logs, env)
+    port = free_port()
+    world.start_operator()
+    try:
+        plane.kubectl("apply", "-f", "-", input=json.dumps({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingPool",
+            "metadata": {"name": POOL, "annotations": {"sluice.dev/runtime-url": f"http://127.0.0.1:{port}"}},
+            "spec": {"policy": "cameo", "allowedNamespaces": list(TENANTS)}}))
+        secret = wait_for(lambda: next(iter(world.objects("secret", SYSTEM, f"sluice.dev/pool={POOL}")), None), 60,
+                          "the pool's token Secret")
+        token = base64.b64decode(secret["data"]["token"]).decode()
+        world.servers.append(ServerThread(make_control_app(host, token), port=port).start())
+        yield world
+    finally:
+        if world.proc is not None and world.proc.poll() is None:
+            for ns in TENANTS:  # the finalizers need the operator
+                plane.kubectl("delete", "streamingqueries", "--all", "-n", ns, "--wait=true", "--timeout=60s", check=False)
+        if world.proc is not None:
+            stop("chaos-operator", world.proc)
+        for server in world.servers:
+            server.stop()
+        host.stop_all()
+
+
+def test_an_operator_killed_at_random_points_converges(chaos: Chaos, chaos_rounds: int, chaos_seed: int) -> None:
+    rng = random.Random(chaos_seed)
+    kills = max(20, 4 * chaos_rounds)
+    done: list[str] = []
+    for round_ in range(kills):
+        for _ in range(rng.randint(1, 3)):
+            namespace, name = rng.choice(TENANTS), rng.choice(NAMES)
+            action = rng.choice(("apply", "apply", "delete"))
+            if action == "apply":
+                spec = _query(name, namespace, rng.choice((1500, 2000, 3000)), rng.random() < 0.3)
+                chaos.kubectl("apply", "-f", "-", stdin=json.dumps(spec))
+                done.append(f"{round_}: apply {namespace}/{name} sla {spec['spec']['sla']['latencyTarget']} "
+                            f"suspend {spec['spec']['suspend']}")
+            else:
+                chaos.kubectl("delete", "streamingquery", name, "-n", namespace, "--wait=false", "--ignore-not-found")
+                done.append(f"{round_}: delete {namespace}/{name}")
+        time.sleep(rng.uniform(0.05, 2.0))  # somewhere in the operator's handling of what just changed
+        chaos.kill_operator()
+        chaos.start_operator()
+    what = f"seed {chaos_seed}, {kills} kills, operations: {done[-12:]}"
+
+    def converged() -> bool:
+        queries = chaos.objects("streamingqueries")
+        if any(q["metadata"].get("deletionTimestamp") for q in queries):
+            return False  # a finalizer still waits
+        wanted = {f"{q['metadata']['namespace']}/{q['metadata']['name']}": q for q in queries}
+        hosted = dict(chaos.host.queries)
+        if set(hosted) != set(wanted):
+            return False
+        for key, body in wanted.items():  # at its latest spec, in its phase
+            spec = hosted[key].query.spec
+            if spec.sla.latencyTarget.text != body["spec"]["sla"]["latencyTarget"] or spec.suspend != body["spec"]["suspend"]:
+                return False
+            if hosted[key].phase != ("Suspended" if spec.suspend else "Running"):
+                return False
+        return True
+
+    wait_for(converged, 180, f"the operator to converge ({what})", every=1)
+    for kind in ("deployments", "services", "configmaps", "serviceaccounts"):
+        owned = chaos.objects(kind, SYSTEM, f"sluice.dev/pool={POOL}")
+        assert len(owned) == 1, (kind, [o["metadata"]["name"] for o in owned], what)
+    assert len(chaos.objects("secrets", SYSTEM, f"sluice.dev/pool={POOL}")) == 1, what
+    print(f"chaos seed {chaos_seed}: {kills} operator kills over {len(done)} operations; converged with "
+          f"{len(chaos.host.queries)} queries registered, 0 duplicates, 0 orphans, every finalizer done")
