@@ -52,9 +52,17 @@ class Chaos:
     servers: list[ServerThread] = field(default_factory=list)
 
     def start_operator(self) -> None:
+        """Start it and wait until it watches (so a kill lands in its handling, not its imports)."""
         self.starts += 1
-        self.proc = spawn("chaos-operator", [sys.executable, "-m", "sluice.operator"],
-                          self.logs / f"operator-{self.starts}.log", env=self.env)
+        log = self.logs / f"operator-{self.starts}.log"
+        self.proc = spawn("chaos-operator", [sys.executable, "-m", "sluice.operator"], log, env=self.env)
+        wait_for(lambda: "Activity 'login' succeeded" in log.read_text(errors="replace"), 60,
+                 f"the operator to start (log: {log})", every=0.05)
+
+    def lives_that_handled(self) -> int:
+        """Operator runs that got to handle at least one object before they were killed."""
+        return sum("Handler '" in (self.logs / f"operator-{n}.log").read_text(errors="replace")
+                   for n in range(1, self.starts + 1))
 
     def kill_operator(self) -> None:
         os.killpg(self.proc.pid, signal.SIGKILL)
@@ -152,5 +160,8 @@ def test_an_operator_killed_at_random_points_converges(chaos: Chaos, chaos_round
         owned = chaos.objects(kind, SYSTEM, f"sluice.dev/pool={POOL}")
         assert len(owned) == 1, (kind, [o["metadata"]["name"] for o in owned], what)
     assert len(chaos.objects("secrets", SYSTEM, f"sluice.dev/pool={POOL}")) == 1, what
-    print(f"chaos seed {chaos_seed}: {kills} operator kills over {len(done)} operations; converged with "
+    handled = chaos.lives_that_handled()
+    assert handled >= kills // 2, f"only {handled} of {chaos.starts} operator runs handled anything: the kills missed ({what})"
+    print(f"chaos seed {chaos_seed}: {kills} operator kills over {len(done)} operations ({handled} of "
+          f"{chaos.starts} operator runs handled objects before their kill); converged with "
           f"{len(chaos.host.queries)} queries registered, 0 duplicates, 0 orphans, every finalizer done")

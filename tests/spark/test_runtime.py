@@ -177,7 +177,13 @@ def _sidecar(port: int = 0) -> tuple[subprocess.Popen[str], str]:
     return proc, match.group(1)
 
 
+@pytest.mark.chaos
 def test_fail_open_when_the_scheduler_is_killed(host_factory: Any, tmp_path: Path) -> None:
+    from prometheus_client import REGISTRY
+
+    def fail_opens() -> float:
+        return REGISTRY.get_sample_value("sluice_runtime_scheduler_fail_open_total") or 0.0
+
     data = tmp_path / "in"
     proc, url = _sidecar()
     try:
@@ -188,9 +194,10 @@ def test_fail_open_when_the_scheduler_is_killed(host_factory: Any, tmp_path: Pat
         assert host.status("t/q").scheduler == "gated"
         proc.kill()
         proc.wait(10)
+        before = fail_opens()
         write_rows(data, "1.json", [{"id": 1, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}])
         wait_for(lambda: len(hosted.memory) == 2, what="a batch after the scheduler died")
-        assert host.status("t/q").scheduler == "fail-open"
+        assert host.status("t/q").scheduler == "fail-open" and fail_opens() > before  # in status and in metrics
         assert hosted.band_log[max(hosted.band_log)] == "default"
         # the sidecar comes back (its container restarts) knowing nothing: the runtime registers
         # the query again on its next batch, and batches are gated again
