@@ -26,6 +26,7 @@ from sluice.api.constants import POLICIES
 from sluice.api.manifest import ManifestErrors, load_query
 from sluice.api.query import KafkaSink, KafkaSource, StreamingQuery
 from sluice.api.units import Duration
+from sluice.scheduler.execution import mode_of
 
 from .latency import MASSES
 from .latency import weighted_quantile as quantile
@@ -34,7 +35,10 @@ AUTO = "auto"
 """The variant beside the policies: cameo, with each query in the execution mode its manifest asks
 (by default `auto`: Spark's Real-time Mode where the SLA needs it). Under fifo, fair and cameo
 every query runs in micro-batches, so the variants compare Real-time Mode with micro-batches."""
-VARIANTS = (*POLICIES, AUTO)
+LANE = "auto-lane"
+"""`auto`, but the Real-time queries run in an application of their own (a second `sluice run`,
+as a second Spark application per pool would): what the slot reservation is compared with."""
+VARIANTS = (*POLICIES, AUTO, LANE)
 
 
 class BurstSpec(BaseModel):
@@ -108,7 +112,7 @@ def _for_run(query: StreamingQuery, load: LoadSpec, bootstrap: str, topic: str, 
     if isinstance(query.spec.sink, KafkaSink) and sink_topic is not None:
         manifest["spec"]["sink"]["bootstrapServers"] = bootstrap
         manifest["spec"]["sink"]["topic"] = sink_topic
-    if variant != AUTO:
+    if variant not in (AUTO, LANE):
         manifest["spec"]["execution"] = "microBatch"
     if load.trigger is not None:
         manifest["spec"]["trigger"] = {"interval": load.trigger.text}
@@ -129,16 +133,23 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
              else None for i, q in enumerate(queries)]
     manifests = [_for_run(q, s.load, broker.bootstrap, t, policy, sink)
                  for q, s, t, sink in zip(queries, scenario.queries, topics, sinks, strict=True)]
-    (folder / "manifests.yaml").write_text(yaml.safe_dump_all(manifests, sort_keys=False))
-    report = folder / "report.json"
     seconds = scenario.duration.seconds + scenario.warmup.seconds
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sluice", "run", "-f", str(folder / "manifests.yaml"),
-         "--policy", "cameo" if policy == AUTO else policy,
-         "--duration", f"{seconds}s", "--warmup", scenario.warmup.text, "--report", str(report), "--timeline",
-         "--workdir", str(folder / "work")],
-        stdout=subprocess.DEVNULL, stderr=(folder / "run.log").open("wb"),
-    )
+    groups = {"": manifests}
+    if policy == LANE:  # the Real-time queries in an application of their own
+        realtime = [m for m, q in zip(manifests, queries, strict=True) if mode_of(q).mode == "realTime"]
+        groups = {"": [m for m in manifests if m not in realtime], "lane-": realtime}
+    procs = []
+    for prefix, group in groups.items():
+        if not group:
+            continue
+        (folder / f"{prefix}manifests.yaml").write_text(yaml.safe_dump_all(group, sort_keys=False))
+        procs.append((prefix, subprocess.Popen(
+            [sys.executable, "-m", "sluice", "run", "-f", str(folder / f"{prefix}manifests.yaml"),
+             "--policy", policy if policy in POLICIES else "cameo",
+             "--duration", f"{seconds}s", "--warmup", scenario.warmup.text, "--report", str(folder / f"{prefix}report.json"),
+             "--timeline", "--workdir", str(folder / f"{prefix}work")],
+            stdout=subprocess.DEVNULL, stderr=(folder / f"{prefix}run.log").open("wb"),
+        )))
     # load starts when the runtime is up (its queries read from the earliest offset, so nothing is lost)
     stop = threading.Event()
     sent: dict[str, Any] = {}
@@ -152,14 +163,18 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
     producers = [threading.Thread(target=produce, args=(i,), daemon=True) for i in range(len(queries))]
     for p in producers:
         p.start()
-    code = proc.wait(timeout=seconds + 300)
+    codes = {prefix: proc.wait(timeout=seconds + 300) for prefix, proc in procs}
     stop.set()
     for p in producers:
         p.join(60)
-    if code != 0 or not report.exists():
-        tail = (folder / "run.log").read_text(errors="replace").strip().splitlines()[-3:]
-        raise RuntimeError(f"the {policy} run failed (exit {code}): {' / '.join(tail)}")
-    result: dict[str, Any] = json.loads(report.read_text())
+    result: dict[str, Any] = {}
+    for prefix, code in codes.items():
+        report = folder / f"{prefix}report.json"
+        if code != 0 or not report.exists():
+            tail = (folder / f"{prefix}run.log").read_text(errors="replace").strip().splitlines()[-3:]
+            raise RuntimeError(f"the {policy} run failed (exit {code}): {' / '.join(tail)}")
+        part = json.loads(report.read_text())
+        result = {**part, "queries": {**result.get("queries", {}), **part["queries"]}}
     result["sent"] = sent
     log(f"  {policy}: " + ", ".join(f"{k} p99 {v['p99_ms']} ms" for k, v in result["queries"].items()))
     return result
@@ -225,7 +240,7 @@ def ratios(summary: dict[str, Any], scenario: Scenario, queries: list[StreamingQ
             if other in burst and burst.get("cameo", {}).get(query.key) and burst[other].get(query.key):
                 lines.append(f"{query.key}: p99 during bursts {other}/cameo = {burst[other][query.key] / burst['cameo'][query.key]:.2f}x")
         auto = policies.get(AUTO, {}).get(query.key, {}).get("p99_ms")
-        for other in (p for p in POLICIES if p in policies and auto):
+        for other in (p for p in (*POLICIES, LANE) if p in policies and auto):
             base = policies[other][query.key]["p99_ms"]
             if base:
                 lines.append(f"{query.key}: p99 {other}/auto = {base / auto:.2f}x ({base:.0f} ms vs {auto:.0f} ms)")
@@ -281,7 +296,7 @@ def plot(runs: dict[str, list[dict[str, Any]]], summary: dict[str, Any], queries
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    styles = {"fifo": ":", "fair": "--", "cameo": "-", AUTO: "-."}
+    styles = {"fifo": ":", "fair": "--", "cameo": "-", AUTO: "-.", LANE: (0, (1, 3))}
     for policy in policies:
         for query in queries:
             timelines = [r["queries"].get(query.key, {}).get("timeline", []) for r in runs[policy]]
@@ -294,7 +309,7 @@ def plot(runs: dict[str, list[dict[str, Any]]], summary: dict[str, Any], queries
                 seen += weight
                 xs.append(value)
                 ys.append(seen / total)
-            ax.plot(xs, ys, styles.get(policy, "-"), label=f"{policy} {query.key}", linewidth=1)
+            ax.plot(xs, ys, linestyle=styles.get(policy, "-"), label=f"{policy} {query.key}", linewidth=1)
     ax.set_xscale("log")
     ax.set_xlabel("latency (ms)")
     ax.set_ylabel("share of rows")

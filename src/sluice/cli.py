@@ -442,7 +442,8 @@ def bench_overhead(rounds: int, seconds: float, warmup: float, rate: float, trig
 @click.option("--scenario", type=click.Path(dir_okay=False), required=True, help="Scenario YAML (see bench/scenarios/).")
 @click.option("--policies", default="fifo,fair,cameo", show_default=True,
               help="Policies to compare, in micro-batches; add `auto` for cameo with each query's own execution "
-                   "mode (Real-time Mode where its SLA needs it).")
+                   "mode (Real-time Mode where its SLA needs it), and `auto-lane` for the same with the Real-time "
+                   "queries in an application of their own.")
 @click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True, help="Repeats (policies interleaved).")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out", show_default=True,
               help="Writes results.json, latency.png, cdf.png and each run's files here.")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sluice.runtime.bench import AUTO, VARIANTS, _for_run, load_scenario
+from sluice.runtime.bench import AUTO, LANE, VARIANTS, _for_run, load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_policies_run_micro_batches_and_auto_keeps_each_querys_mode() -> None:
     scenario, queries = load_scenario(ROOT / "bench" / "scenarios" / "realtime.yaml")
-    assert VARIANTS[-1] == AUTO and "cameo" in VARIANTS
+    assert VARIANTS[-2:] == (AUTO, LANE) and "cameo" in VARIANTS
     fraud, load = queries[0], scenario.queries[0].load
     forced = _for_run(fraud, load, "127.0.0.1:9", "in-1", "cameo", sink_topic="out-1")
     assert forced["spec"]["execution"] == "microBatch"
@@ -20,3 +20,5 @@ def test_policies_run_micro_batches_and_auto_keeps_each_querys_mode() -> None:
     assert own["spec"]["execution"] == "auto"  # the manifest's (default): the runtime picks Real-time Mode
     bulk = _for_run(queries[2], scenario.queries[2].load, "127.0.0.1:9", "in-3", AUTO)
     assert bulk["spec"]["sink"] == {"type": "noop"}
+    lane = _for_run(fraud, load, "127.0.0.1:9", "in-1", LANE, sink_topic="out-1")
+    assert lane["spec"]["execution"] == "auto"  # the lane keeps each query's own mode too
