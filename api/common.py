@@ -122,3 +122,14 @@ def query_labels(key: str) -> tuple[str, str]:
     of the operator's, the runtime's and the scheduler's metrics, so their series join."""
     tenant, _, name = key.partition("/")
     return (tenant, name) if name else ("default", tenant)
+
+
+SHOWN = 60
+"""Characters of a value an error message quotes (a 5,000-character value stays one short sentence)."""
+
+
+def shown(text: str, limit: int = SHOWN) -> str:
+    """User input as an error message quotes it: control characters escaped (the message stays
+    one line), at most `limit` characters and "..." after."""
+    line = "".join(c if c >= " " else c.encode("unicode_escape").decode() for c in text)
+    return line if len(line) <= limit else line[:limit] + "..."

@@ -13,6 +13,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from .common import shown
+
 # Row-local functions, by sqlglot's canonical name for the Spark function (e.g. Spark's
 # `instr` parses as STR_POSITION). Anything else, including every aggregate, is refused.
 ALLOWED_FUNCTIONS: frozenset[str] = frozenset(
@@ -74,9 +76,7 @@ MAX_DEPTH = 32
 
 
 def _q(text: str) -> str:
-    """The expression quoted for a one-line message: control characters escaped, at most 60 shown."""
-    line = "".join(c if c >= " " else c.encode("unicode_escape").decode() for c in text)
-    return f"'{line}'" if len(line) <= 60 else f"'{line[:60]}...'"
+    return f"'{shown(text)}'"
 
 
 def _depth(text: str) -> int:

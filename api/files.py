@@ -9,6 +9,7 @@ import os
 import posixpath
 import re
 
+from .common import shown
 from .query import FilesSink, FilesSource, StreamingQuery
 
 DEFAULT_FILES_ROOT = "/var/lib/sluice/files"
@@ -32,12 +33,12 @@ def confine(path: str, namespace: str, root: str) -> str:
     local = path
     if scheme is not None:
         if scheme.group(1).lower() != "file":
-            raise FilesOutsideRoot(f"'{_short(path)}' names the {scheme.group(1)} filesystem, which pools do not "
+            raise FilesOutsideRoot(f"'{shown(path)}' names the {scheme.group(1)} filesystem, which pools do not "
                                    f"reach; write a path under {own}")
         local = "/" + path[len(scheme.group(0)):].lstrip("/")
     resolved = posixpath.normpath(posixpath.join(own, local))  # an absolute `local` replaces `own`
     if resolved != own and not resolved.startswith(own + "/"):
-        raise FilesOutsideRoot(f"'{_short(path)}' is outside the files root of namespace '{namespace}' ({own}); "
+        raise FilesOutsideRoot(f"'{shown(path)}' is outside the files root of namespace '{namespace}' ({own}); "
                                f"write a path under it")
     return resolved
 
@@ -48,12 +49,8 @@ def confine_real(path: str, namespace: str, root: str) -> None:
     own = os.path.realpath(tenant_root(root, namespace))
     real = os.path.realpath(path)
     if real != own and not real.startswith(own + os.sep):
-        raise FilesOutsideRoot(f"'{_short(path)}' leads through a symbolic link to {_short(real)}, outside the files "
+        raise FilesOutsideRoot(f"'{shown(path)}' leads through a symbolic link to {shown(real)}, outside the files "
                                f"root of namespace '{namespace}'; write a path under it")
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= 60 else text[:60] + "..."
 
 
 def confine_query(query: StreamingQuery, root: str) -> StreamingQuery:

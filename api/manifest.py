@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from .common import SHOWN, shown
 from .constants import API_VERSION
 from .pool import StreamingPool
 from .query import PipelineError, StreamingQuery
@@ -71,10 +72,6 @@ def _path(loc: Sequence[int | str], document: Any) -> str:
     return out
 
 
-SHOWN = 60
-"""Characters of a value an error message quotes (a 5,000-character value stays one short sentence)."""
-
-
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= SHOWN else text[:SHOWN] + "...'"
@@ -85,7 +82,7 @@ def _shorten_quotes(text: str) -> str:
 
 
 def _sentence(text: str) -> str:
-    text = "".join(c if c >= " " else c.encode("unicode_escape").decode() for c in text.strip())  # one line
+    text = shown(text.strip(), limit=1 << 30)  # one line; quoted values are shortened below
     text = _shorten_quotes(text)
     if text.startswith("Value error, "):
         text = text[len("Value error, "):]

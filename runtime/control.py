@@ -28,6 +28,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ValidationError
 
+from sluice.api.common import shown
 from sluice.api.manifest import ManifestErrors, load_query
 from sluice.api.runtime import (
     ExecutorTarget,
@@ -54,12 +55,6 @@ def _answer(model: BaseModel, status: int = 200) -> web.Response:
 
 def _error(message: str, status: int) -> web.Response:
     return _answer(Problem(error=message), status)
-
-
-def _shown(text: str) -> str:
-    """Part of a request quoted in an error: control characters escaped, at most 80 characters."""
-    line = "".join(c if c >= " " else c.encode("unicode_escape").decode() for c in text)
-    return line if len(line) <= 80 else line[:80] + "..."
 
 
 class BadBody(Exception):
@@ -100,7 +95,7 @@ def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = 
             return _error(str(error), 400)
         except web.HTTPException as error:
             if error.status >= 400:
-                return _error(f"{request.method} {_shown(request.path)}: {error.reason.lower()}", error.status)
+                return _error(f"{request.method} {shown(request.path)}: {error.reason.lower()}", error.status)
             raise
 
     async def blocking(fn: Callable[[], Any]) -> Any:
@@ -110,7 +105,7 @@ def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = 
         return f"{request.match_info['namespace']}/{request.match_info['name']}"
 
     def not_hosted(key: str) -> web.Response:
-        return _error(f"query {_shown(key)} is not hosted here", 404)
+        return _error(f"query {shown(key)} is not hosted here", 404)
 
     async def put_query(request: web.Request) -> web.Response:
         try:
@@ -122,7 +117,7 @@ def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = 
         except ManifestErrors as errors:
             return _error(" ".join(f"{e.path}: {e.message}" if e.path else e.message for e in errors.errors), 400)
         if query.key != key_of(request):
-            return _error(f"the manifest is {query.key} but the path names {_shown(key_of(request))}; make them agree", 400)
+            return _error(f"the manifest is {query.key} but the path names {shown(key_of(request))}; make them agree", 400)
         weight = _weight(request.query.get("weight", "1"))
         if weight is None:
             return _error("weight must be a number above zero (the tenant's quota weight), e.g. ?weight=2", 400)

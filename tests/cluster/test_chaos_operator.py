@@ -139,23 +139,33 @@ def test_an_operator_killed_at_random_points_converges(chaos: Chaos, chaos_round
         chaos.start_operator()
     what = f"seed {chaos_seed}, {kills} kills, operations: {done[-12:]}"
 
+    last: list[str] = [""]
+
     def converged() -> bool:
+        last[0] = differences()
+        return not last[0]
+
+    def differences() -> str:
         queries = chaos.objects("streamingqueries")
-        if any(q["metadata"].get("deletionTimestamp") for q in queries):
-            return False  # a finalizer still waits
+        waiting = [q["metadata"]["name"] for q in queries if q["metadata"].get("deletionTimestamp")]
+        if waiting:
+            return f"finalizers still pending on {waiting}"
         wanted = {f"{q['metadata']['namespace']}/{q['metadata']['name']}": q for q in queries}
         hosted = dict(chaos.host.queries)
         if set(hosted) != set(wanted):
-            return False
+            return f"registered {sorted(hosted)} but the apiserver has {sorted(wanted)}"
         for key, body in wanted.items():  # at its latest spec, in its phase
             spec = hosted[key].query.spec
             if spec.sla.latencyTarget.text != body["spec"]["sla"]["latencyTarget"] or spec.suspend != body["spec"]["suspend"]:
-                return False
+                return f"{key} registered at sla {spec.sla.latencyTarget.text} suspend {spec.suspend}, not {body['spec']}"
             if hosted[key].phase != ("Suspended" if spec.suspend else "Running"):
-                return False
-        return True
+                return f"{key} is {hosted[key].phase} ({hosted[key].message})"
+        return ""
 
-    wait_for(converged, 180, f"the operator to converge ({what})", every=1)
+    try:
+        wait_for(converged, 180, "the operator to converge", every=1)
+    except AssertionError:
+        raise AssertionError(f"not converged: {last[0]} ({what}; logs in {chaos.logs})") from None
     for kind in ("deployments", "services", "configmaps", "serviceaccounts"):
         owned = chaos.objects(kind, SYSTEM, f"sluice.dev/pool={POOL}")
         assert len(owned) == 1, (kind, [o["metadata"]["name"] for o in owned], what)
@@ -165,3 +175,29 @@ def test_an_operator_killed_at_random_points_converges(chaos: Chaos, chaos_round
     print(f"chaos seed {chaos_seed}: {kills} operator kills over {len(done)} operations ({handled} of "
           f"{chaos.starts} operator runs handled objects before their kill); converged with "
           f"{len(chaos.host.queries)} queries registered, 0 duplicates, 0 orphans, every finalizer done")
+
+
+def test_the_operator_rides_out_an_apiserver_restart(chaos: Chaos, chaos_seed: int) -> None:
+    """kube-apiserver SIGKILLed and started again under a running operator: its status timers
+    resume (a running query's batch count moves on in its status) and its watches resume (a
+    query created after the restart is registered), without the operator being restarted."""
+    rng = random.Random(chaos_seed)
+    if chaos.proc is None or chaos.proc.poll() is not None:
+        chaos.start_operator()
+    operator = chaos.proc
+
+    def batches(namespace: str, name: str) -> int:
+        body = json.loads(chaos.plane.kubectl("get", "streamingquery", name, "-n", namespace, "-o", "json").stdout)
+        return int((body.get("status") or {}).get("batches") or 0)
+
+    chaos.kubectl("apply", "-f", "-", stdin=json.dumps(_query("steady", "chaos-a", 2000, False)))
+    before = wait_for(lambda: (n := batches("chaos-a", "steady")) > 0 and n, 90, "the query's batches in its status")
+    down = rng.uniform(2.0, 6.0)
+    chaos.plane.restart_apiserver(down=down)
+    wait_for(lambda: batches("chaos-a", "steady") > before + 2, 120,
+             f"the status timer after an apiserver restart (down {down:.1f}s, seed {chaos_seed})", every=1)
+    chaos.kubectl("apply", "-f", "-", stdin=json.dumps(_query("after", "chaos-b", 3000, True)))
+    wait_for(lambda: "chaos-b/after" in chaos.host.queries, 120,
+             f"a query created after the apiserver restart registered (down {down:.1f}s, seed {chaos_seed})", every=1)
+    assert chaos.proc is operator and operator.poll() is None  # the same operator process throughout
+    print(f"chaos seed {chaos_seed}: apiserver down {down:.1f}s; the operator's timers and watches resumed")

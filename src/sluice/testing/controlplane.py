@@ -8,9 +8,11 @@ garbage-collected.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
+import signal
 import socket
 import ssl
 import subprocess
@@ -87,6 +89,7 @@ class ControlPlane:
     """The service-account signing key (the controller-manager signs with it too)."""
     data: Path | None = None
     """This start's data directory (etcd, certificates, logs)."""
+    _commands: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def server(self) -> str:
@@ -113,7 +116,23 @@ class ControlPlane:
     def _spawn(self, name: str, args: list[str], log: Path) -> subprocess.Popen[bytes]:
         proc = processes.spawn(name, args, log, owner=self.owner)
         self.procs.append((name, proc))
+        self._commands[name] = args
         return proc
+
+    def restart_apiserver(self, down: float = 0.0, timeout: float = 90) -> None:
+        """Kill kube-apiserver (SIGKILL), leave it down `down` seconds, start it again on the same
+        port, certificates and etcd (the chaos tier's apiserver restart)."""
+        assert self.data is not None
+        index, (_, proc) = next((i, p) for i, p in enumerate(self.procs) if p[0] == "kube-apiserver")
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        processes.stop("kube-apiserver", proc)
+        self.procs.pop(index)
+        time.sleep(down)
+        log = self.data / f"apiserver-restart-{time.monotonic_ns()}.log"
+        again = self._spawn("kube-apiserver", self._commands["kube-apiserver"], log)
+        self._wait(f"{self.server}/readyz", again, log, "kube-apiserver", timeout=timeout)
 
     def _start_once(self, attempt: int) -> None:
         data = self.workdir / f"try{attempt}"
