@@ -72,6 +72,10 @@ class Chaos:
     def kubectl(self, *args: str, stdin: str | None = None) -> Any:
         return self.plane.kubectl(*args, input=stdin, check=False)
 
+    def queries(self) -> list[dict[str, Any]]:
+        """The StreamingQueries of this test's namespaces (the session's apiserver holds others')."""
+        return [q for ns in TENANTS for q in self.objects("streamingqueries", ns)]
+
     def objects(self, kind: str, namespace: str | None = None, selector: str | None = None) -> list[dict[str, Any]]:
         args = ["get", kind, "-o", "json"] + (["-n", namespace] if namespace else ["-A"]) + (["-l", selector] if selector else [])
         return list(json.loads(self.plane.kubectl(*args).stdout)["items"])
@@ -90,7 +94,10 @@ def chaos(crds_installed: ControlPlane, spark: Any, tmp_path_factory: pytest.Tem
     for ns in (SYSTEM, *TENANTS):
         plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
     logs = Path(tmp_path_factory.mktemp("chaos-operator"))
-    env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig), "SLUICE_NAMESPACE": SYSTEM, "SLUICE_WATCH_NAMESPACES": "",
+    # its own namespaces only: the session's apiserver holds other tests' queries (pools are
+    # cluster-scoped and always watched)
+    env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig), "SLUICE_NAMESPACE": SYSTEM,
+           "SLUICE_WATCH_NAMESPACES": ",".join(TENANTS),
            "SLUICE_METRICS_PORT": "-1", "SLUICE_HEALTH_PORT": "-1", "SLUICE_STATUS_INTERVAL": "2",
            "SLUICE_POOL_SYNC_INTERVAL": "2", "SLUICE_PEERING": "false"}
     host = QueryHost(spark, logs / "checkpoints", LocalScheduler(Scheduler("cameo", capacity=2)))
@@ -111,6 +118,7 @@ def chaos(crds_installed: ControlPlane, spark: Any, tmp_path_factory: pytest.Tem
         if world.proc is not None and world.proc.poll() is None:
             for ns in TENANTS:  # the finalizers need the operator
                 plane.kubectl("delete", "streamingqueries", "--all", "-n", ns, "--wait=true", "--timeout=60s", check=False)
+            plane.kubectl("delete", "streamingpool", POOL, "--wait=true", "--timeout=60s", check=False)
         if world.proc is not None:
             stop("chaos-operator", world.proc)
         for server in world.servers:
@@ -146,7 +154,7 @@ def test_an_operator_killed_at_random_points_converges(chaos: Chaos, chaos_round
         return not last[0]
 
     def differences() -> str:
-        queries = chaos.objects("streamingqueries")
+        queries = chaos.queries()
         waiting = [q["metadata"]["name"] for q in queries if q["metadata"].get("deletionTimestamp")]
         if waiting:
             return f"finalizers still pending on {waiting}"
