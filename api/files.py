@@ -1,11 +1,10 @@
 """Where a tenant's `files` sources and sinks may point: under its own root, `<filesRoot>/<namespace>`
 (pure: paths in, a path or one sentence out). A relative path lies under the tenant's root; an
 absolute one must already; `..` cannot climb out and no other filesystem (s3a, hdfs, ...) is
-reachable. The pool runtime also resolves symbolic links before it starts a query."""
+reachable. The pool runtime also resolves symbolic links before it starts a query (`sluice.runtime.host`)."""
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
 
@@ -41,16 +40,6 @@ def confine(path: str, namespace: str, root: str) -> str:
         raise FilesOutsideRoot(f"'{shown(path)}' is outside the files root of namespace '{namespace}' ({own}); "
                                f"write a path under it")
     return resolved
-
-
-def confine_real(path: str, namespace: str, root: str) -> None:
-    """Symbolic links along a confined path must not lead out of the tenant's root either (the
-    runtime checks this on its own filesystem before it starts the query)."""
-    own = os.path.realpath(tenant_root(root, namespace))
-    real = os.path.realpath(path)
-    if real != own and not real.startswith(own + os.sep):
-        raise FilesOutsideRoot(f"'{shown(path)}' leads through a symbolic link to {shown(real)}, outside the files "
-                               f"root of namespace '{namespace}'; write a path under it")
 
 
 def confine_query(query: StreamingQuery, root: str) -> StreamingQuery:

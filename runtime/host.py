@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import shutil
 import threading
 import time
@@ -28,8 +29,8 @@ from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry
 
-from sluice.api.common import query_labels
-from sluice.api.files import FilesOutsideRoot, confine_query, confine_real
+from sluice.api.common import query_labels, shown
+from sluice.api.files import FilesOutsideRoot, confine_query, tenant_root
 from sluice.api.query import FilesSink, FilesSource, KafkaSink, StreamingQuery
 from sluice.api.runtime import QueryPhase, QueryStatus
 from sluice.scheduler import execution, intervals
@@ -154,7 +155,7 @@ class QueryHost:
                 query = confine_query(query, self.files_root)
                 for part in (query.spec.source, query.spec.sink):
                     if isinstance(part, FilesSource | FilesSink):
-                        confine_real(part.path, query.tenant, self.files_root)
+                        _confine_real(part.path, query.tenant, self.files_root)
             except FilesOutsideRoot as refused:
                 outside = str(refused)
         old = self.queries.get(query.key)
@@ -576,3 +577,13 @@ def listen(spark: Any, on_progress: Callable[[str, Any], None] | None = None,
     listener = Listener()
     spark.streams.addListener(listener)
     return listener
+
+
+def _confine_real(path: str, namespace: str, root: str) -> None:
+    """Symbolic links along a confined path must not lead out of the tenant's root either (the
+    runtime checks this on its own filesystem before it starts the query)."""
+    own = os.path.realpath(tenant_root(root, namespace))
+    real = os.path.realpath(path)
+    if real != own and not real.startswith(own + os.sep):
+        raise FilesOutsideRoot(f"'{shown(path)}' leads through a symbolic link to {shown(real)}, outside the files "
+                               f"root of namespace '{namespace}'; write a path under it")
