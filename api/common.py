@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 DnsName = Annotated[
     str,
@@ -12,8 +12,26 @@ DnsName = Annotated[
 ]
 
 
+def nulls_absent(model: type[BaseModel], data: Any) -> Any:
+    """`data` as the API server keeps it: a known field set to null is dropped (a structural schema
+    prunes it, so its default applies), and so is a null entry of a map field; an unknown field
+    stays, null or not, to be refused (kubectl's strict field validation refuses it)."""
+    if not isinstance(data, dict):
+        return data
+    fields = {**model.model_fields, **{f.alias: f for f in model.model_fields.values() if f.alias}}
+    out = {}
+    for key, value in data.items():
+        field = fields.get(key)
+        if field is not None and value is None:
+            continue
+        if field is not None and isinstance(value, dict) and get_origin(field.annotation) is dict:
+            value = {k: v for k, v in value.items() if v is not None}
+        out[key] = value
+    return out
+
+
 class Model(BaseModel):
-    """Base of every model read from a manifest: unknown fields are errors."""
+    """Base of every model read from a manifest: unknown fields are errors, null fields absent."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -23,19 +41,40 @@ class Model(BaseModel):
         populate_by_name=True,
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_absent(cls, data: Any) -> Any:
+        return nulls_absent(cls, data)
+
 
 class ObjectMeta(BaseModel):
     """The Kubernetes object metadata Sluice reads; the API server owns the rest of it."""
 
-    # Kubernetes' own ObjectMeta has many server-set fields (uid, resourceVersion, ...), so a
-    # manifest read back from the cluster must still validate: extra keys are kept, not refused.
-    model_config = ConfigDict(extra="allow")
+    # A key that is no field of Kubernetes' ObjectMeta is refused, as the API server refuses it
+    # (kubectl's strict field validation); the server's own fields (uid, resourceVersion, ...)
+    # are accepted, so a manifest read back from the cluster validates, and left out of dumps.
+    model_config = ConfigDict(extra="forbid")
 
     name: DnsName
     namespace: DnsName | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     generation: int | None = None
+    generateName: Any = Field(default=None, exclude=True)
+    uid: Any = Field(default=None, exclude=True)
+    resourceVersion: Any = Field(default=None, exclude=True)
+    creationTimestamp: Any = Field(default=None, exclude=True)
+    deletionTimestamp: Any = Field(default=None, exclude=True)
+    deletionGracePeriodSeconds: Any = Field(default=None, exclude=True)
+    ownerReferences: Any = Field(default=None, exclude=True)
+    finalizers: Any = Field(default=None, exclude=True)
+    managedFields: Any = Field(default=None, exclude=True)
+    selfLink: Any = Field(default=None, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_absent(cls, data: Any) -> Any:
+        return nulls_absent(cls, data)
 
 
 class Condition(Model):

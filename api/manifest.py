@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from .common import SHOWN, shown
 from .constants import API_VERSION
+from .expressions import ExpressionError
 from .pool import StreamingPool
 from .query import PipelineError, StreamingQuery
 
@@ -31,6 +32,9 @@ class ManifestError:
     path: str
     """Field path, e.g. 'spec.pipeline[1].filter'; empty for the whole document."""
     message: str
+    semantic: bool = False
+    """Found by what no CRD schema can check (an expression parsed, a column looked up in the rows,
+    a DDL schema read): the API server accepts such a manifest and the operator refuses it."""
 
     def __str__(self) -> str:
         where = f"{self.source}: {self.path}: " if self.path else f"{self.source}: "
@@ -102,6 +106,8 @@ def _describe(error: Any, document: Any) -> tuple[str, str]:
     if isinstance(cause, PipelineError):
         loc += ["source", "schema"] if cause.index < 0 else ["pipeline", cause.index, cause.kind]
         return _path(loc, document), _sentence(str(cause))
+    if isinstance(cause, ExpressionError):
+        return _path(loc, document), _sentence(str(cause))
     path = _path(loc, document)
     given = error.get("input")
     if kind == "missing":
@@ -148,8 +154,10 @@ def parse_document(document: Any, source: str) -> Resource:
             described = _describe(item, document)
             if described not in seen:
                 seen.add(described)
-                problems.append(ManifestError(source, *described))
+                cause = (item.get("ctx") or {}).get("error")
+                problems.append(ManifestError(source, *described, isinstance(cause, PipelineError | ExpressionError)))
         raise ManifestErrors(problems) from None
+
 
 
 def load_documents(text: str, name: str) -> Iterator[tuple[str, Any]]:

@@ -9,7 +9,7 @@ from pydantic import AfterValidator, Field, JsonValue, model_validator
 from .common import CommonStatus, DnsName, Model, ObjectMeta
 from .constants import API_VERSION, ApiVersion, Policy
 from .files import DEFAULT_FILES_ROOT
-from .units import Cpu, Duration, Memory
+from .units import Cpu, Duration, Memory, PositiveDuration
 
 MEMORY_MIN, MEMORY_MAX = Memory.parse("512Mi"), Memory.parse("1Ti")
 """Spark refuses a JVM under ~450 MiB (its reserved 300 MiB x 1.5); above 1 TiB a heap is a typo."""
@@ -89,7 +89,7 @@ class Checkpoints(Model):
 class Quota(Model):
     """Limits for one tenant namespace on this pool."""
 
-    maxQueries: int | None = Field(default=None, ge=0)
+    maxQueries: int | None = Field(default=None, ge=0, le=100_000)
     """At most this many queries from the namespace; omitted: unlimited."""
     weight: float = Field(default=1.0, gt=0)
     """The tenant's weight: under `fair` its queries share one Spark FAIR pool of this weight
@@ -107,14 +107,8 @@ def _at_most_a_day(value: Duration) -> Duration:
     return value
 
 
-def _above_zero(value: Duration) -> Duration:
-    if value.seconds <= 0:
-        raise ValueError(f"must be longer than zero, got '{value.text}'")
-    return value
-
-
 DayDuration = Annotated[Duration, AfterValidator(_at_most_a_day)]
-PositiveDayDuration = Annotated[Duration, AfterValidator(_above_zero), AfterValidator(_at_most_a_day)]
+PositiveDayDuration = Annotated[PositiveDuration, AfterValidator(_at_most_a_day)]
 
 
 def _day_rule(field: str, optional: bool = False) -> JsonValue:
@@ -156,6 +150,8 @@ class Autoscaling(Model):
 
 
 _MIN_EXECUTORS, _MAX_EXECUTORS = 1, 4
+MAX_EXECUTORS = 10_000
+"""The most executors a pool may name (a bound the API server can check: JSON integers beyond int64 are not)."""
 _MIN = f"(has(self.minExecutors) ? self.minExecutors : {_MIN_EXECUTORS})"
 _MAX = f"(has(self.maxExecutors) ? self.maxExecutors : {_MAX_EXECUTORS})"
 
@@ -184,11 +180,11 @@ class StreamingPoolSpec(Model):
     """Executor pod shape."""
     driver: DriverShape = Field(default_factory=DriverShape)
     """Driver pod shape."""
-    minExecutors: int = Field(default=_MIN_EXECUTORS, ge=0)
+    minExecutors: int = Field(default=_MIN_EXECUTORS, ge=0, le=MAX_EXECUTORS)
     """Fewest executors the autoscaler keeps."""
-    maxExecutors: int = Field(default=_MAX_EXECUTORS, ge=1)
+    maxExecutors: int = Field(default=_MAX_EXECUTORS, ge=1, le=MAX_EXECUTORS)
     """Most executors the autoscaler may request."""
-    executors: int | None = Field(default=None, ge=0)
+    executors: int | None = Field(default=None, ge=0, le=MAX_EXECUTORS)
     """Fixed executor count (set by `kubectl scale`); omitted: DS2 chooses within min..max."""
     autoscaling: Autoscaling = Field(default_factory=Autoscaling)
     """DS2's settings: mode, utilization, stabilization, scale-down delay and step, catch-up time."""
@@ -306,5 +302,5 @@ class StreamingPool(Model):
     apiVersion: ApiVersion = API_VERSION
     kind: Literal["StreamingPool"] = "StreamingPool"
     metadata: ObjectMeta
-    spec: StreamingPoolSpec = Field(default_factory=StreamingPoolSpec)
+    spec: StreamingPoolSpec
     status: StreamingPoolStatus | None = None

@@ -17,19 +17,12 @@ from .expressions import (
     referenced_columns,
     schema_columns,
 )
-from .units import Duration
+from .units import Duration, PositiveDuration
 
 Predicate = Annotated[str, Field(max_length=MAX_LENGTH), AfterValidator(check_predicate)]
 ValueExpr = Annotated[str, Field(max_length=MAX_LENGTH), AfterValidator(check_expression)]
 SelectItem = Annotated[str, Field(max_length=MAX_LENGTH), AfterValidator(check_select_item)]
 ColumnName = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
-PositiveDuration = Annotated[Duration, AfterValidator(lambda d: _positive(d))]
-
-
-def _positive(d: Duration) -> Duration:
-    if d.seconds <= 0:
-        raise ValueError(f"must be longer than zero, got '{d.text}'")
-    return d
 
 
 # ---------------------------------------------------------------- sources
@@ -39,9 +32,9 @@ class RateSource(Model):
     """Spark's `rate` source: rows per second with a synthetic timestamp (ticks in whole seconds)."""
 
     type: Literal["rate"]
-    rowsPerSecond: int = Field(default=100, gt=0)
+    rowsPerSecond: int = Field(default=100, gt=0, le=10_000_000)
     """Rows generated per second."""
-    numPartitions: int | None = Field(default=None, gt=0)
+    numPartitions: int | None = Field(default=None, gt=0, le=4096)
     """Partitions of the generated data."""
 
 
@@ -49,9 +42,9 @@ class RateMicroBatchSource(Model):
     """Spark's `rate-micro-batch` source: a fixed number of rows per batch on a synthetic clock."""
 
     type: Literal["rate-micro-batch"]
-    rowsPerBatch: int = Field(default=100, gt=0)
+    rowsPerBatch: int = Field(default=100, gt=0, le=10_000_000)
     """Rows per micro-batch."""
-    numPartitions: int | None = Field(default=None, gt=0)
+    numPartitions: int | None = Field(default=None, gt=0, le=4096)
     """Partitions of the generated data."""
 
 
@@ -65,7 +58,7 @@ class FilesSource(Model):
     """Directory to watch."""
     schema_: str = Field(alias="schema", min_length=1)
     """Row schema as a Spark DDL string, e.g. 'ts TIMESTAMP, user STRING, amount DOUBLE'."""
-    maxFilesPerTrigger: int | None = Field(default=None, gt=0)
+    maxFilesPerTrigger: int | None = Field(default=None, gt=0, le=1_000_000)
     """At most this many new files per micro-batch."""
     eventTime: ColumnName | None = None
     """Timestamp column holding each row's production time (latency is measured from it)."""
@@ -83,7 +76,7 @@ class KafkaSource(Model):
     """Schema of the JSON value as a Spark DDL string; omitted: the value is kept as a string."""
     startingOffsets: Literal["earliest", "latest"] = "latest"
     """Where a new query starts reading."""
-    maxOffsetsPerTrigger: int | None = Field(default=None, gt=0)
+    maxOffsetsPerTrigger: int | None = Field(default=None, gt=0, le=10**12)
     """At most this many records per micro-batch."""
     minPartitions: int | None = Field(default=None, gt=0, le=4096)
     """Split each batch's read into at least this many tasks: shorter tasks let priority bands act sooner."""
@@ -102,7 +95,7 @@ class ConsoleSink(Model):
     """Print each batch to the runtime's log."""
 
     type: Literal["console"]
-    numRows: int = Field(default=20, gt=0)
+    numRows: int = Field(default=20, gt=0, le=10_000)
     """Rows printed per batch."""
 
 
@@ -187,6 +180,18 @@ AggregateFn = Literal["count", "sum", "avg", "min", "max", "approx_percentile"]
 
 class Aggregation(Model):
     """One aggregate of a group."""
+
+    model_config = Model.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [  # the API server's copy of _column_fits
+                {"rule": "self.fn == 'count' || has(self.column)", "message": "every fn but count needs a 'column' to aggregate"},
+                {"rule": "self.fn != 'approx_percentile' || has(self.percentile)",
+                 "message": "approx_percentile needs 'percentile', e.g. 0.99"},
+                {"rule": "self.fn == 'approx_percentile' || !has(self.percentile)",
+                 "message": "'percentile' only applies to approx_percentile"},
+            ]
+        }
+    }
 
     fn: AggregateFn
     """Aggregate function."""

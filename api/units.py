@@ -1,7 +1,8 @@
 """Durations and memory quantities, parsed once where a manifest enters the models.
 
-`Duration` accepts `"500ms"`, `"2s"`, `"1.5m"`, `"1h"` or a plain number of seconds, keeps the
-text the user wrote (so manifests round-trip unchanged) and exposes `.seconds`. `Memory` accepts
+`Duration` accepts text such as `"500ms"`, `"2s"`, `"1.5m"` or `"1h"` (a bare number is refused, as the
+CRD's `type: string` refuses it), keeps the text the user wrote (so manifests round-trip unchanged)
+and exposes `.seconds`; `PositiveDuration` is one above zero, in the models and the CRD alike. `Memory` accepts
 Kubernetes quantities (`"512Mi"`, `"2Gi"`, `"1G"`) and exposes `.bytes`.
 """
 
@@ -9,14 +10,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import AfterValidator, GetCoreSchemaHandler, GetJsonSchemaHandler, WithJsonSchema
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 DURATION_PATTERN = r"^[0-9]+(\.[0-9]+)?(ms|s|m|h)$"
+POSITIVE_DURATION_PATTERN = r"^([0-9]*[1-9][0-9]*(\.[0-9]+)?|[0-9]+\.[0-9]*[1-9][0-9]*)(ms|s|m|h)$"
+"""DURATION_PATTERN without the zeros ('0s', '0.0ms'): what the API server checks for PositiveDuration."""
 _DURATION_RE = re.compile(DURATION_PATTERN)
 
 _MEMORY_UNITS = {
@@ -74,12 +77,8 @@ class Duration(_Quantity):
     def parse(cls, value: object) -> Duration:
         if isinstance(value, Duration):
             return value
-        if isinstance(value, bool):
-            raise ValueError("expected a duration such as '500ms', '2s' or '1m'")
-        if isinstance(value, int | float):
-            if value < 0:
-                raise ValueError(f"a duration cannot be negative, got {value}")
-            return cls(f"{value}s", float(value))
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            raise ValueError(f"expected a duration with its unit, such as '{value}s' or '500ms', got the bare number {value}")
         if not isinstance(value, str):
             raise ValueError("expected a duration such as '500ms', '2s' or '1m'")
         text = value.strip()
@@ -92,6 +91,16 @@ class Duration(_Quantity):
             )
         unit = match.group(2)
         return cls(text, float(text[: -len(unit)]) * _DURATION_UNITS[unit])
+
+
+def _above_zero(value: Duration) -> Duration:
+    if value.seconds <= 0:
+        raise ValueError(f"must be longer than zero, got '{value.text}'")
+    return value
+
+
+PositiveDuration = Annotated[Duration, AfterValidator(_above_zero),
+                             WithJsonSchema({"type": "string", "pattern": POSITIVE_DURATION_PATTERN})]
 
 
 @dataclass(frozen=True, slots=True)

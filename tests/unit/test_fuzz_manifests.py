@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from sluice.api.manifest import ManifestErrors, load_query, parse_text
 from sluice.operator.admission import admit
 from sluice.operator.pools import pool_model
-from sluice.testing.manifests import documents, mutated
+from sluice.testing.manifests import ROOT, documents, mutated
 
 
 def one_sentence(message: str) -> bool:
@@ -69,6 +69,12 @@ def errors_of(document: dict[str, Any]) -> list[tuple[str, str]]:
     (("spec", "pipeline"), [{"select": ["x" * 4000]}], "spec.pipeline[0].select", "does not exist here"),
     (("spec", "pipeline"), [{"select": ["value AS v"]}, {"filter": "value > 1"}], "spec.pipeline[1].filter",
      "column 'value' does not exist"),
+    # what the API server refused and the models accepted (tests/cluster/test_manifest_agreement.py)
+    (("spec", "sla", "latencyTarget"), 1, "spec.sla.latencyTarget", "'1s'"),
+    (("spec", "trigger", "interval"), 1.5, "spec.trigger.interval", "bare number"),
+    (("spec", "source", "rowsPerSecond"), 2**63, "spec.source.rowsPerSecond", "less than or equal to 10000000"),
+    (("metadata", "unknownField"), 1, "metadata.unknownField", "not a known field"),
+    (("metadata", "unknownField"), None, "metadata.unknownField", "not a known field"),
 ])
 def test_what_the_first_fuzzing_accepted_is_refused(path: tuple[str, ...], value: Any, field: str, words: str) -> None:
     doc = query_example()
@@ -106,3 +112,36 @@ def test_a_long_column_name_is_shortened_where_the_error_lists_the_columns() -> 
     document["spec"]["pipeline"][0]["withColumn"]["name"] = "x" * 500
     [(path, message)] = [e for e in errors_of(document) if "does not exist" in e[1]]
     assert path == "spec.pipeline[1].filter" and one_sentence(message) and "x" * 41 not in message, message
+
+
+def test_a_null_field_is_absent_as_the_api_server_prunes_it() -> None:
+    pool = {"apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingPool", "metadata": {"name": "p"},
+            "spec": {"executor": {"memory": None, "cores": None}, "policy": None, "quotas": {"a": None, "b": {}}}}
+    [parsed], errors = parse_text(yaml.safe_dump(pool), "m.yaml")
+    assert errors == [] and parsed.resource.spec.executor.memory.text == "1Gi"  # type: ignore[union-attr]
+    assert list(parsed.resource.spec.quotas) == ["b"]  # type: ignore[union-attr]
+    pool["spec"] = None  # a pool must still have a spec, as the CRD says
+    assert errors_of(pool) == [("spec", "is required but missing; add it.")]
+
+
+@pytest.mark.parametrize(("aggregate", "words"), [
+    ({"fn": "sum"}, "sum needs a 'column'"),
+    ({"fn": "approx_percentile", "column": "value"}, "needs 'percentile'"),
+    ({"fn": "count", "percentile": 0.5}, "only applies to approx_percentile"),
+])
+def test_an_aggregate_missing_its_column_or_percentile_is_refused_by_both_checkers(aggregate: dict[str, Any], words: str) -> None:
+    doc = query_example()
+    doc["spec"]["pipeline"] = [{"groupBy": ["value"]}, {"aggregate": [aggregate]}]
+    assert any(words in message for _, message in errors_of(doc)), errors_of(doc)
+    crds = list(yaml.safe_load_all((ROOT / "crds" / "sluice.dev.yaml").read_text()))
+    rules = [r["message"] for r in _find_rules(crds)]
+    assert {"every fn but count needs a 'column' to aggregate", "approx_percentile needs 'percentile', e.g. 0.99",
+            "'percentile' only applies to approx_percentile"} <= set(rules)
+
+
+def _find_rules(node: Any) -> list[dict[str, str]]:
+    if isinstance(node, dict):
+        return list(node.get("x-kubernetes-validations", [])) + [r for v in node.values() for r in _find_rules(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _find_rules(v)]
+    return []

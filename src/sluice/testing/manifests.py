@@ -61,3 +61,17 @@ def mutated(draw: st.DrawFn) -> tuple[dict[str, Any], str]:
     how = draw(st.sampled_from(["replace", "replace", "replace", "delete", "unknown"]))
     value = draw(st.one_of(st.sampled_from(HOSTILE), st.integers(), st.floats(allow_nan=True), st.text(max_size=30)))
     return mutate(document, path, how, value), f"{how} {'.'.join(map(str, path))} = {value!r:.60}"
+
+
+def every_mutation() -> list[tuple[dict[str, Any], str]]:
+    """Each example mutated at each path in every HOSTILE way (deleted, each hostile value, an
+    unknown sibling), apiVersion and kind left alone: the exhaustive set beside `mutated()`'s draws."""
+    out = []
+    for document in documents():
+        for path in _paths(document):
+            if path[0] in ("apiVersion", "kind"):
+                continue
+            for how, value in [("delete", None), *(("replace", v) for v in HOSTILE), ("unknown", 1)]:
+                out.append((mutate(document, path, how, value), f"{document['metadata']['name']}: {how} "
+                            f"{'.'.join(map(str, path))} = {value!r:.60}"))
+    return out
