@@ -5,7 +5,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit cluster-bins crds clean
+CHECKOV := .venv-checkov/bin/checkov
+
+.PHONY: demo test lint typecheck unit cluster-bins checkov crds clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Sluice needs Python 3.11 or newer as '$(PYTHON)'; set PYTHON=python3.11."; exit 1; }
@@ -27,7 +29,16 @@ typecheck: $(STAMP)
 cluster-bins:
 	tests/cluster/build-binaries.sh
 
-test: $(STAMP) lint typecheck cluster-bins
+# checkov (the chart's and the pools' objects are scanned in the cluster and node tiers), in its
+# own virtualenv: its pins would move the project's.
+$(CHECKOV): tests/checkov/requirements.txt
+	@test -x .venv-checkov/bin/python || $(PYTHON) -m venv .venv-checkov
+	.venv-checkov/bin/python -m pip install --quiet -r tests/checkov/requirements.txt
+	@touch $(CHECKOV)
+
+checkov: $(CHECKOV)
+
+test: $(STAMP) lint typecheck cluster-bins $(CHECKOV)
 	$(BIN)/pytest
 
 unit: $(STAMP)
@@ -37,4 +48,4 @@ crds: $(STAMP)
 	$(BIN)/sluice crds > crds/sluice.dev.yaml
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-checkov .mypy_cache .pytest_cache .ruff_cache

@@ -31,6 +31,12 @@ class Pdb(_Values):
     """A count or a percentage such as '50%'."""
 
 
+class NetworkPolicy(_Values):
+    enabled: bool = True
+    """A NetworkPolicy on the operator's pods letting in only its metrics and health ports (each
+    pool's pods get their own from the operator)."""
+
+
 class PullSecret(_Values):
     name: str = Field(min_length=1)
 
@@ -112,6 +118,7 @@ class ChartValues(_Values):
     """Operator replicas; above 1, enable `peering`."""
     peering: Peering = Field(default_factory=Peering)
     podDisruptionBudget: Pdb = Field(default_factory=Pdb)
+    networkPolicy: NetworkPolicy = Field(default_factory=NetworkPolicy)
     imagePullSecrets: list[PullSecret] = Field(default_factory=list)
     nameOverride: str = ""
     fullnameOverride: str = ""

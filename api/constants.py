@@ -27,7 +27,11 @@ BANDS: Final = 8
 """FAIR priority bands (pools band0..band7) written into fairscheduler.xml."""
 
 CONTROL_PORT: Final = 8480
-"""The pool runtime's control API (and its /metrics, /healthz)."""
+"""The pool runtime's control API (and its /metrics, /healthz); in a pool pod only the operator reaches it."""
+METRICS_PORT: Final = 8481
+"""A pool pod's /metrics and /healthz alone, open to Prometheus and the kubelet's probe."""
+OPERATOR_POD_LABEL: Final = ("sluice.dev/role", "operator")
+"""The label on the operator's pods (the chart sets it): a pool's NetworkPolicy lets these reach its control API."""
 SCHEDULER_PORT: Final = 8470
 """The scheduler sidecar, inside the pool pod."""
 OPERATOR_METRICS_PORT: Final = 8080

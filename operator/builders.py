@@ -15,6 +15,8 @@ from sluice.api.constants import (
     BLOCK_MANAGER_PORT,
     CONTROL_PORT,
     DRIVER_PORT,
+    METRICS_PORT,
+    OPERATOR_POD_LABEL,
     SCHEDULER_PORT,
 )
 from sluice.api.pool import StreamingPool
@@ -70,6 +72,11 @@ def pull_secrets(model: StreamingPool) -> list[dict[str, str]]:
     return [{"name": secret} for secret in model.spec.imagePullSecrets]
 
 
+_CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": True}
+"""Every container of a pool pod: nothing written outside its volumes (Spark's scratch space is /tmp, an emptyDir)."""
+_SIDECAR_PROBE = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{SCHEDULER_PORT}/healthz', timeout=5)"
+
+
 def executor_pod_template(model: StreamingPool) -> dict[str, Any]:
     return {
         "apiVersion": "v1", "kind": "Pod",
@@ -77,10 +84,14 @@ def executor_pod_template(model: StreamingPool) -> dict[str, Any]:
         "spec": {
             **({"imagePullSecrets": pull_secrets(model)} if model.spec.imagePullSecrets else {}),
             "securityContext": {"runAsNonRoot": True, "runAsUser": 185, "seccompProfile": {"type": "RuntimeDefault"}},
+            "automountServiceAccountToken": False,  # an executor never calls the API server
             "containers": [{
                 "name": "spark-kubernetes-executor",
-                "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                # Spark mounts its local dirs itself; the JVM's and Netty's scratch files go to /tmp
+                "securityContext": _CONTAINER_SECURITY,
+                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
             }],
+            "volumes": [{"name": "tmp", "emptyDir": {}}],
         },
     }
 
@@ -124,7 +135,8 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
     sel = labels(model.metadata.name)
     conf = spark_conf(model, namespace)
     capacity = model.spec.executor.cores * max(model.spec.maxExecutors, 1)
-    runtime_args = ["python", "-m", "sluice.runtime", "--port", str(CONTROL_PORT), "--token-file", "/etc/sluice-token/token",
+    runtime_args = ["python", "-m", "sluice.runtime", "--port", str(CONTROL_PORT), "--metrics-port", str(METRICS_PORT),
+                    "--token-file", "/etc/sluice-token/token",
                     "--workdir", WORKDIR, "--files-root", model.spec.filesRoot,
                     "--scheduler", f"http://127.0.0.1:{SCHEDULER_PORT}", "--master", conf["spark.master"]]
     runtime_args += [arg for key, value in conf.items() if key != "spark.master" for arg in ("--conf", f"{key}={value}")]
@@ -146,6 +158,7 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
                         {
                             "name": "runtime", "image": image_of(model), "args": runtime_args,
                             "ports": [{"name": "control", "containerPort": CONTROL_PORT},
+                                      {"name": "metrics", "containerPort": METRICS_PORT},
                                       {"name": "driver", "containerPort": DRIVER_PORT},
                                       {"name": "blockmanager", "containerPort": BLOCK_MANAGER_PORT},
                                       {"name": "spark-ui", "containerPort": 4040}],
@@ -155,11 +168,16 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
                             "resources": {"requests": {"cpu": driver.cpuRequest.text if driver.cpuRequest else str(driver.cores),
                                                        "memory": driver.memory.text},
                                           "limits": {"memory": driver.memory.text}},
-                            "readinessProbe": {"httpGet": {"path": "/healthz", "port": "control"}, "periodSeconds": 10},
+                            "readinessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 10},
+                            # restarted only after two minutes without an answer: a driver restart
+                            # replays every query's batch in flight, so a long GC pause must not cause one
+                            "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 20,
+                                              "timeoutSeconds": 5, "failureThreshold": 6},
                             "volumeMounts": [{"name": "token", "mountPath": "/etc/sluice-token", "readOnly": True},
                                              {"name": "config", "mountPath": "/etc/sluice", "readOnly": True},
-                                             {"name": "work", "mountPath": WORKDIR}],
-                            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                                             {"name": "work", "mountPath": WORKDIR},
+                                             {"name": "tmp", "mountPath": "/tmp"}],
+                            "securityContext": _CONTAINER_SECURITY,
                         },
                         {
                             "name": "scheduler", "image": image_of(model),
@@ -167,12 +185,17 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
                                      "--policy", model.spec.policy,
                                      "--capacity", str(capacity)],
                             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
-                            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                            # it listens on loopback only, where the kubelet's HTTP probes cannot reach: ask from inside
+                            "livenessProbe": {"exec": {"command": ["python", "-c", _SIDECAR_PROBE]}, "periodSeconds": 30,
+                                              "timeoutSeconds": 10, "failureThreshold": 4},
+                            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                            "securityContext": _CONTAINER_SECURITY,
                         },
                     ],
                     "volumes": [{"name": "token", "secret": {"secretName": f"{name}-token"}},
                                 {"name": "config", "configMap": {"name": f"{name}-config"}},
-                                {"name": "work", **model.spec.checkpoints.volume()}],
+                                {"name": "work", **model.spec.checkpoints.volume()},
+                                {"name": "tmp", "emptyDir": {}}],
                 },
             },
         },
@@ -196,4 +219,33 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
               "type": "Opaque", "stringData": {"token": token}}
     config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(f"{name}-config", namespace, pool),
               "data": {"executor-pod.yaml": yaml.safe_dump(executor_pod_template(model), sort_keys=False)}}
-    return [account, role, binding, secret, config, control, deployment]
+    return [account, role, binding, secret, config, control, *network_policies(model, namespace, pool), deployment]
+
+
+def network_policies(model: StreamingPool, namespace: str, pool: dict[str, Any]) -> list[dict[str, Any]]:
+    """Who may reach a pool's pods: its driver's control API only the operator's pods; the driver's
+    Spark ports only the pool's own executors; its metrics port anyone (Prometheus, the kubelet's
+    probe); the executors only the pool's driver and executors. Egress is left open (sources and
+    sinks are anywhere). Enforced by the cluster's network plugin, where it enforces NetworkPolicy."""
+    name = base_name(model.metadata.name)
+    pool_pods = {"sluice.dev/pool": model.metadata.name}
+    driver = {**labels(model.metadata.name), "sluice.dev/role": "driver"}
+    executors = {**pool_pods, "spark-role": "executor"}
+    operator = dict([OPERATOR_POD_LABEL])
+
+    def tcp(*ports: int) -> list[dict[str, Any]]:
+        return [{"protocol": "TCP", "port": port} for port in ports]
+
+    def policy(suffix: str, selected: dict[str, str], ingress: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta(f"{name}-{suffix}", namespace, pool),
+                "spec": {"podSelector": {"matchLabels": selected}, "policyTypes": ["Ingress"], "ingress": ingress}}
+
+    return [
+        policy("driver", driver, [
+            {"from": [{"podSelector": {"matchLabels": operator}}], "ports": tcp(CONTROL_PORT)},
+            {"from": [{"podSelector": {"matchLabels": executors}}], "ports": tcp(DRIVER_PORT, BLOCK_MANAGER_PORT)},
+            {"ports": tcp(METRICS_PORT)},
+        ]),
+        # shuffle and broadcast blocks move between executors and from the driver on ports Spark picks
+        policy("executors", executors, [{"from": [{"podSelector": {"matchLabels": pool_pods}}]}]),
+    ]

@@ -16,7 +16,7 @@ from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.server import ServerThread
 
-from .control import make_control_app
+from .control import make_control_app, make_metrics_app
 from .executors import ExecutorScaler
 from .gate import Gatekeeper
 from .host import QueryHost
@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--master", default=os.environ.get("SLUICE_SPARK_MASTER", "local[*]"))
     parser.add_argument("--host", default="0.0.0.0", help="control API address")
     parser.add_argument("--port", type=int, default=CONTROL_PORT, help="control API port")
+    parser.add_argument("--metrics-port", type=int, default=None,
+                        help="also serve /metrics and /healthz alone on this port (the pool pod's, open to Prometheus)")
     parser.add_argument("--token-file", default=os.environ.get("SLUICE_CONTROL_TOKEN_FILE"))
     parser.add_argument("--scheduler", default=os.environ.get("SLUICE_SCHEDULER_URL", "inprocess"),
                         help="sidecar URL (http://127.0.0.1:8470 or unix:/path) or 'inprocess'")
@@ -81,10 +83,16 @@ def main(argv: list[str] | None = None) -> None:
     server = ServerThread(make_control_app(host, token, executors=scaler, scheduler_metrics=sidecar),
                           host=args.host, port=args.port).start()
     print(f"sluice runtime ({args.master}) control API on {server.url}", flush=True)
+    open_server = None
+    if args.metrics_port is not None:
+        open_server = ServerThread(make_metrics_app(host, scheduler_metrics=sidecar), host=args.host, port=args.metrics_port).start()
+        print(f"sluice runtime metrics on {open_server.url}/metrics", flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     stop.wait()  # the host itself retries Pending queries and notices failed ones
+    if open_server is not None:
+        open_server.stop()
     server.stop()
     host.stop_all()
     spark.stop()

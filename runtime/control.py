@@ -77,6 +77,39 @@ def _weight(text: str) -> float | None:
     return value if math.isfinite(value) and value > 0 else None
 
 
+def open_routes(host: QueryHost, registry: CollectorRegistry = REGISTRY,
+                scheduler_metrics: str | None = None) -> list[web.RouteDef]:
+    """GET /healthz and /metrics (no token): on the control port, and alone on the metrics port."""
+
+    async def healthz(request: web.Request) -> web.Response:
+        return _answer(Health(ok=True, queries=len(host.queries)))
+
+    async def sidecar() -> bytes:
+        if scheduler_metrics is None:
+            return b""
+        try:
+            timeout = aiohttp.ClientTimeout(total=2)
+            async with aiohttp.ClientSession(timeout=timeout) as session, session.get(scheduler_metrics) as response:
+                return await response.read() if response.status == 200 else b""
+        except (aiohttp.ClientError, TimeoutError):
+            return b""  # the sidecar is down: its series go missing (absent() alerts on that)
+
+    async def metrics(request: web.Request) -> web.Response:
+        body = generate_latest(registry) + generate_latest(host.metrics.registry) + await sidecar()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    return [web.get("/healthz", healthz), web.get("/metrics", metrics)]
+
+
+def make_metrics_app(host: QueryHost, registry: CollectorRegistry = REGISTRY,
+                     scheduler_metrics: str | None = None) -> web.Application:
+    """Only /healthz and /metrics: the pool pod's metrics port, which its NetworkPolicy opens to
+    Prometheus and the kubelet while the control port stays the operator's alone."""
+    app = web.Application()
+    app.add_routes(open_routes(host, registry, scheduler_metrics))
+    return app
+
+
 def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = REGISTRY,
                      executors: ExecutorScaler | None = None, scheduler_metrics: str | None = None) -> web.Application:
     """`scheduler_metrics`: the sidecar's /metrics URL (on loopback in the pool pod); the runtime's
@@ -163,23 +196,6 @@ def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = 
         # 202: Spark starts executors, and surplus ones drain, in the background (GET shows progress)
         return _answer(TargetAccepted(target=body.target, accepted=accepted), 202)
 
-    async def healthz(request: web.Request) -> web.Response:
-        return _answer(Health(ok=True, queries=len(host.queries)))
-
-    async def sidecar() -> bytes:
-        if scheduler_metrics is None:
-            return b""
-        try:
-            timeout = aiohttp.ClientTimeout(total=2)
-            async with aiohttp.ClientSession(timeout=timeout) as session, session.get(scheduler_metrics) as response:
-                return await response.read() if response.status == 200 else b""
-        except (aiohttp.ClientError, TimeoutError):
-            return b""  # the sidecar is down: its series go missing (absent() alerts on that)
-
-    async def metrics(request: web.Request) -> web.Response:
-        body = generate_latest(registry) + generate_latest(host.metrics.registry) + await sidecar()
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
     app = web.Application(middlewares=[auth], client_max_size=1 << 20)
     app.add_routes([
         web.put("/v1/queries/{namespace}/{name}", put_query),
@@ -189,8 +205,7 @@ def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = 
         web.get("/v1/queries/{namespace}/{name}", get_query),
         web.get("/v1/executors", get_executors),
         web.put("/v1/executors", put_executors),
-        web.get("/healthz", healthz),
-        web.get("/metrics", metrics),
+        *open_routes(host, registry, scheduler_metrics),
     ])
     app[HOST] = host
 

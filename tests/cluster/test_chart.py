@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sluice.api.constants import OPERATOR_HEALTH_PORT, OPERATOR_METRICS_PORT
+from sluice.api.constants import OPERATOR_HEALTH_PORT, OPERATOR_METRICS_PORT, OPERATOR_POD_LABEL
 from sluice.operator.settings import Settings
 from sluice.testing.controlplane import ControlPlane, free_port
 from sluice.testing.waiting import wait_for
@@ -156,8 +156,8 @@ def test_the_operator_may_create_every_object_of_a_pool(crds_installed: ControlP
             user=f"system:serviceaccount:{namespace}:{operator}",
             groups=("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"))
         assert proc.returncode == 0, proc.stderr
-        assert {o["kind"] for o in objects} <= {"ServiceAccount", "Role", "RoleBinding", "Secret", "ConfigMap",
-                                                 "Service", "Deployment"}
+        assert {o["kind"] for o in objects} == {"ServiceAccount", "Role", "RoleBinding", "Secret", "ConfigMap",
+                                                 "Service", "NetworkPolicy", "Deployment"}
     finally:
         crds_installed.kubectl("delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(objects), check=False)
         crds_installed.helm("uninstall", "grants", "--namespace", namespace, check=False)
@@ -173,7 +173,7 @@ def test_monitors_carry_the_selecting_labels_and_find_the_pool_pods(crds_install
     docs = {d["kind"]: d for d in yaml.safe_load_all(rendered) if d}
     for kind in ("ServiceMonitor", "PodMonitor"):
         assert docs[kind]["metadata"]["labels"]["release"] == "kps", kind
-    pool = {"apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingPool", "metadata": {"name": "p", "uid": "u"}}
+    pool = {"apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingPool", "metadata": {"name": "p", "uid": "u"}, "spec": {}}
     deployment = next(o for o in pool_objects(pool, StreamingPool.model_validate(pool), "ops", "t")
                       if o["kind"] == "Deployment")
     pod = deployment["spec"]["template"]
@@ -181,6 +181,11 @@ def test_monitors_carry_the_selecting_labels_and_find_the_pool_pods(crds_install
     assert selector.items() <= pod["metadata"]["labels"].items()
     port = docs["PodMonitor"]["spec"]["podMetricsEndpoints"][0]["port"]
     assert port in {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+    # the metrics port is the one a pool's NetworkPolicy opens to everyone; the operator's pods
+    # carry the label its control-port rule lets in
+    assert port == "metrics"
+    operator_pod = docs["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    assert operator_pod[OPERATOR_POD_LABEL[0]] == OPERATOR_POD_LABEL[1]
     off = crds_installed.helm("template", "x", str(ROOT), "--set", "metrics.serviceMonitor.enabled=true",
                               "--set", "metrics.serviceMonitor.pools=false").stdout
     assert "kind: PodMonitor" not in off

@@ -169,6 +169,6 @@ def test_helm_chart_lints_renders_and_applies(crds_installed: ControlPlane, tmp_
                                    "--set", "metrics.serviceMonitor.enabled=false").stdout
     kinds = sorted(d["kind"] for d in yaml.safe_load_all(rendered) if d)
     # the operator's ClusterRole and binding; the tenants' edit and view roles; the pool reader and its binding
-    assert kinds == ["ClusterRole"] * 4 + ["ClusterRoleBinding"] * 2 + ["Deployment", "Role", "RoleBinding", "Service",
-                                                                         "ServiceAccount"]
+    assert kinds == ["ClusterRole"] * 4 + ["ClusterRoleBinding"] * 2 + ["Deployment", "NetworkPolicy", "Role", "RoleBinding",
+                                                                         "Service", "ServiceAccount"]
     crds_installed.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered)

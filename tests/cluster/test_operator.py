@@ -126,10 +126,11 @@ def world(crds_installed: ControlPlane, spark: Any, tmp_path_factory: pytest.Tem
 def test_pool_becomes_owned_objects_with_least_privilege(world: World) -> None:
     plane = world.plane
     pool_uid = world.get("sp", "shared")["metadata"]["uid"]  # type: ignore[index]
-    listed = json.loads(plane.kubectl("get", "deployments,services,serviceaccounts,roles,rolebindings,secrets,configmaps",
-                                      "-n", SYSTEM, "-l", "sluice.dev/pool=shared", "-o", "json").stdout)["items"]
+    listed = json.loads(plane.kubectl("get", "deployments,services,serviceaccounts,roles,rolebindings,secrets,configmaps,"
+                                      "networkpolicies", "-n", SYSTEM, "-l", "sluice.dev/pool=shared", "-o", "json").stdout)["items"]
     kinds = sorted(item["kind"] for item in listed)
-    assert kinds == ["ConfigMap", "Deployment", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount"]
+    assert kinds == ["ConfigMap", "Deployment", "NetworkPolicy", "NetworkPolicy", "Role", "RoleBinding", "Secret", "Service",
+                     "ServiceAccount"]
     for item in listed:
         (owner,) = item["metadata"]["ownerReferences"]
         assert owner["kind"] == "StreamingPool" and owner["uid"] == pool_uid and owner["controller"] is True

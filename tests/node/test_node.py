@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,7 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from sluice.api.constants import CONTROL_PORT, OPERATOR_METRICS_PORT
+from sluice.api.constants import CONTROL_PORT, DRIVER_PORT, METRICS_PORT, OPERATOR_METRICS_PORT
+from sluice.testing.checkov import scan, skips, unexplained
 from sluice.testing.kafka import KafkaBroker
 from sluice.testing.load import EVENT_SCHEMA, LoadPlan, generate
 from sluice.testing.node import NodeCluster
@@ -194,6 +196,57 @@ def test_a_pool_runs_its_driver_and_executors_as_pods(release: NodeCluster) -> N
     wait_for(lambda: registered_executors(node) == 1, timeout=60, what="the executor registered with the driver")
     wait_for(lambda: (get(node, "sp", POOL) or {}).get("status", {}).get("phase") == "Running", timeout=60,
              what="the pool Running")
+
+
+def test_the_pools_network_policies_select_its_real_pods(release: NodeCluster) -> None:
+    """Each NetworkPolicy of the pool selects the pods it means, by the labels those pods really carry
+    (Spark's own `spark-role` on executor pods, the chart's on the operator pod). This node's bridge
+    plugin does not enforce NetworkPolicy, and no plugin that does builds here (README), so this checks
+    selection, not enforcement. The metrics port serves /metrics without the control API's token."""
+    node = release
+
+    def selected(selector: dict[str, Any]) -> set[str]:
+        text = ",".join(f"{k}={v}" for k, v in selector["matchLabels"].items())
+        return {p["metadata"]["name"] for p in pods(node, text)}
+
+    policies = {p["metadata"]["name"].removeprefix(f"sluice-pool-{POOL}-"): p["spec"]
+                for p in get(node, "networkpolicies", "-n", NS, "-l", f"sluice.dev/pool={POOL}")["items"]}
+    assert set(policies) == {"driver", "executors"}
+    driver = {p["metadata"]["name"] for p in pods(node, DRIVER)}
+    executors = {p["metadata"]["name"] for p in pods(node, EXECUTORS)}
+    operator = {p["metadata"]["name"] for p in pods(node, "app.kubernetes.io/component=operator")}
+    assert len(driver) == 1 and executors and len(operator) == 1
+    assert selected(policies["driver"]["podSelector"]) == driver
+    by_port = {rule["ports"][0]["port"]: rule for rule in policies["driver"]["ingress"]}
+    assert selected(by_port[CONTROL_PORT]["from"][0]["podSelector"]) == operator
+    assert selected(by_port[DRIVER_PORT]["from"][0]["podSelector"]) == executors
+    assert "from" not in by_port[METRICS_PORT]  # Prometheus and the kubelet's probe, from anywhere
+    assert selected(policies["executors"]["podSelector"]) == executors
+    assert selected(policies["executors"]["ingress"][0]["from"][0]["podSelector"]) == driver | executors
+    (pod,) = pods(node, DRIVER)
+    with urllib.request.urlopen(f"http://{pod['status']['podIP']}:{METRICS_PORT}/metrics", timeout=10) as response:
+        assert "sluice_runtime" in response.read().decode()
+    denied = urllib.request.Request(f"http://{pod['status']['podIP']}:{METRICS_PORT}/v1/queries")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(denied, timeout=10)
+    assert refused.value.code == 404  # the metrics port serves nothing of the control API
+
+
+def test_the_running_pools_real_objects_pass_checkov_but_for_reasoned_skips(release: NodeCluster, tmp_path: Path) -> None:
+    """What the API server holds for the pool (the driver's Deployment, its NetworkPolicies) and the
+    executor pods Spark made from Sluice's template, scanned as they run."""
+    node = release
+    live = [*get(node, "deployments,networkpolicies", "-n", NS, "-l", f"sluice.dev/pool={POOL}")["items"],
+            *get(node, "pods", "-n", NS, "-l", EXECUTORS)["items"]]
+    objects = []
+    for item in live:
+        item.pop("status", None)
+        item["metadata"].pop("managedFields", None)
+        objects.append(item)
+    findings = scan(objects, tmp_path / "scan")
+    assert unexplained(findings, skips()) == []
+    assert {f.check for f in findings if "-exec-" in f.resource} >= {"CKV_K8S_8"}  # the executor pods were scanned
+    assert not any(f.check in ("CKV2_K8S_6", "CKV_K8S_22", "CKV_K8S_38") and "-exec-" in f.resource for f in findings)
 
 
 @pytest.fixture(scope="module")

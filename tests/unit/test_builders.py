@@ -46,3 +46,36 @@ def test_pull_secrets_reach_the_driver_and_the_executors() -> None:
     assert "regcred" in yaml.safe_dump(config)  # the executor pod template Spark reads
     body, model = _pool()
     assert "imagePullSecrets" not in _driver(pool_objects(body, model, "sluice-system", "t"))
+
+
+def test_a_pools_network_policies_open_the_control_api_to_the_operator_and_spark_ports_to_its_executors() -> None:
+    from sluice.api.constants import (
+        BLOCK_MANAGER_PORT,
+        CONTROL_PORT,
+        DRIVER_PORT,
+        METRICS_PORT,
+        OPERATOR_POD_LABEL,
+    )
+
+    body, model = _pool()
+    objects = pool_objects(body, model, "sluice-system", "t")
+    policies = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "NetworkPolicy"}
+    driver, executors = policies["sluice-pool-shared-driver"], policies["sluice-pool-shared-executors"]
+    pod = _driver(objects)
+    pod_labels = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert driver["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    rules = {tuple(p["port"] for p in rule["ports"]): rule.get("from") for rule in driver["ingress"]}
+    assert rules == {
+        (CONTROL_PORT,): [{"podSelector": {"matchLabels": dict([OPERATOR_POD_LABEL])}}],
+        (DRIVER_PORT, BLOCK_MANAGER_PORT): [{"podSelector": {"matchLabels": {"sluice.dev/pool": "shared", "spark-role": "executor"}}}],
+        (METRICS_PORT,): None,
+    }
+    assert executors["podSelector"]["matchLabels"] == {"sluice.dev/pool": "shared", "spark-role": "executor"}
+    assert executors["ingress"] == [{"from": [{"podSelector": {"matchLabels": {"sluice.dev/pool": "shared"}}}]}]
+    assert driver["policyTypes"] == executors["policyTypes"] == ["Ingress"]  # egress stays open: sources and sinks
+    # the ports the policies name are the ones the pod serves, and the probe uses the open one
+    runtime = pod["containers"][0]
+    served = {p["containerPort"] for p in runtime["ports"]}
+    assert {CONTROL_PORT, METRICS_PORT, DRIVER_PORT, BLOCK_MANAGER_PORT} <= served
+    assert runtime["readinessProbe"]["httpGet"]["port"] == "metrics"
+    assert runtime["args"][runtime["args"].index("--metrics-port") + 1] == str(METRICS_PORT)
