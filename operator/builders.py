@@ -87,8 +87,10 @@ def executor_pod_template(model: StreamingPool) -> dict[str, Any]:
             "automountServiceAccountToken": False,  # an executor never calls the API server
             "containers": [{
                 "name": "spark-kubernetes-executor",
-                # Spark mounts its local dirs itself; the JVM's and Netty's scratch files go to /tmp
+                # Spark mounts its local dirs itself; the JVM's and Netty's scratch files go to /tmp,
+                # and so do the jars an executor fetches from the driver (into its working directory)
                 "securityContext": _CONTAINER_SECURITY,
+                "workingDir": "/tmp",
                 "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
             }],
             "volumes": [{"name": "tmp", "emptyDir": {}}],
