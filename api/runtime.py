@@ -139,6 +139,15 @@ class ExecutorState(Answer):
     removing: list[str] = Field(default_factory=list)
     removed: list[str] = Field(default_factory=list)
     executors: list[ExecutorInfo] = Field(default_factory=list)
+    leaving: list[str] = Field(default_factory=list)
+    """Executors chosen to go, whose state partitions are being moved off before they are killed."""
+    placement: dict[str, dict[str, int]] = Field(default_factory=dict)
+    """State partitions per executor, per stateful query (`tenant/name`), as last listed."""
+    stateMoves: int = 0
+    """State partitions moved since the runtime started."""
+    stateMovedBytes: int = 0
+    pendingMoves: int = 0
+    """Moves the planner still sees before state is balanced (0: nothing to move)."""
 
 
 class ExecutorTarget(Request):

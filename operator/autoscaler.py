@@ -173,10 +173,12 @@ def _plural(n: int, word: str) -> str:
 
 
 def _check_scale_up(memory: Memory, throughput: float, target_rate: float, bounds: Bounds, now: float,
-                    generation: int) -> tuple[Memory, Ineffective | None]:
-    """Once the stabilization window after a scale-up has passed, was it effective?"""
+                    generation: int, moving: bool = False) -> tuple[Memory, Ineffective | None]:
+    """Once the stabilization window after a scale-up has passed, was it effective? Not judged while
+    state partitions are still moving onto the new executors: until they have, a stateful stage
+    cannot use them."""
     up = memory.scale_up
-    if up is None or now - up.time < bounds.stabilization:
+    if up is None or moving or now - up.time < bounds.stabilization:
         return memory, None
     memory = replace(memory, scale_up=None)
     behind_before = up.throughput < BEHIND * up.target_rate
@@ -192,10 +194,11 @@ def _check_scale_up(memory: Memory, throughput: float, target_rate: float, bound
 
 
 def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, memory: Memory | None = None,
-           generation: int = 0, reserved: int = 0) -> Decision:
+           generation: int = 0, reserved: int = 0, moving: bool = False) -> Decision:
     """The pool's executor count for these loads; `current` is the target now in force.
     `reserved`: task slots Real-time queries hold for as long as they run, counted whole (not at
-    the utilization) on top of the micro-batch queries' cores."""
+    the utilization) on top of the micro-batch queries' cores. `moving`: the runtime still has
+    state partitions to move (a scale-up's effect is not judged until they have)."""
     if not 0 < bounds.utilization <= 1:
         raise ValueError("utilization must be in (0, 1]")
     memory = memory or Memory()
@@ -203,7 +206,8 @@ def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, mem
                                            or current < memory.ineffective.to_executors):
         memory = replace(memory, ineffective=None)  # the spec changed, or the pool shrank: try again
     if current > bounds.max_executors:  # the bounds moved below the pool: they apply at once
-        inner = decide(loads, bounds.max_executors, bounds, now, replace(memory, last_change=None), generation, reserved)
+        inner = decide(loads, bounds.max_executors, bounds, now, replace(memory, last_change=None), generation, reserved,
+                       moving)
         return replace(inner, reason=f"maxExecutors {bounds.max_executors} is below the {current} asked for; "
                                      f"from there, {inner.reason}",
                        memory=replace(inner.memory, last_change=now, below_since=None, scale_up=None))
@@ -217,7 +221,7 @@ def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, mem
             cores += need
     throughput = sum(load.input_rate for load in loads if math.isfinite(load.input_rate) and load.input_rate > 0)
     target_rate = sum(load.target_rate for load in loads)
-    memory, found = _check_scale_up(memory, throughput, target_rate, bounds, now, generation)
+    memory, found = _check_scale_up(memory, throughput, target_rate, bounds, now, generation, moving)
     per_executor = max(bounds.cores_per_executor, 1)
     slots = min(cores / bounds.utilization + reserved, 1e9)
     wanted = 0 if slots <= 0 else math.ceil(slots / per_executor - 1e-9)
@@ -233,6 +237,8 @@ def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, mem
         return Decision(current, cores, f"{sized}: {why}", wanted, next_memory, found)
 
     stable_until = None if memory.last_change is None else memory.last_change + bounds.stabilization
+    if moving and target != current:  # the executors it has are not in use yet: judge them first
+        return keep(f"keeping {current} while state partitions still move between executors.", memory)
     if target > current:
         memory = replace(memory, below_since=None, below_peak=0)
         if stable_until is not None and now < stable_until:

@@ -108,7 +108,11 @@ async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, p
         queries: dict[str, QueryStatus] | None = await runtime.queries()
     except RuntimeRefused:
         queries = None
-    chosen = scaling.plan(model, current, queries, time.time(), scaling.memory(status), generation or 0)
+    try:
+        moving = (await runtime.executors()).pendingMoves > 0
+    except (RuntimeRefused, RuntimeUnreachable):  # a local-mode runtime has no executors to move state between
+        moving = False
+    chosen = scaling.plan(model, current, queries, time.time(), scaling.memory(status), generation or 0, moving)
     auto: dict[str, Any] = {"mode": model.spec.autoscaling.mode, "recommendation": None}
     if chosen.recommendation is not None:
         auto["recommendation"] = {"executors": chosen.recommendation.target, "reason": chosen.recommendation.reason,

@@ -117,8 +117,9 @@ def overload(decision: Decision, target: int, limits: Bounds) -> str | None:
 
 
 def plan(pool: StreamingPool, current: int, queries: Mapping[str, QueryStatus] | None, now: float,
-         remembered: Memory | None = None, generation: int = 0) -> Plan:
-    """The target for a pool whose target now is `current`; `queries`: None if unmeasured."""
+         remembered: Memory | None = None, generation: int = 0, moving: bool = False) -> Plan:
+    """The target for a pool whose target now is `current`; `queries`: None if unmeasured;
+    `moving`: the runtime still moves state partitions (Megaphone)."""
     fixed = pool.spec.executors
     auto = pool.spec.autoscaling
     limits = bounds(pool)
@@ -132,7 +133,7 @@ def plan(pool: StreamingPool, current: int, queries: Mapping[str, QueryStatus] |
     loads = observations(queries, None if auto.catchUp is None else auto.catchUp.seconds)
     remembered = remembered or Memory()
     reserved = sum(status.reserved_slots for status in queries.values())
-    decision = decide(loads, current, limits, now, remembered, generation, reserved)
+    decision = decide(loads, current, limits, now, remembered, generation, reserved, moving)
     if fixed is not None:  # a fixed count: DS2 only says whether it is enough
         return Plan(fixed, "spec.executors is set.", None, overload(decision, fixed, limits), decision)
     if auto.mode == "recommend":

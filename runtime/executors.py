@@ -43,6 +43,7 @@ from typing import Any
 from sluice.api.runtime import ExecutorInfo, ExecutorState
 
 from .batching import settled
+from .megaphone import Executor, StateMover
 from .stages import spark_time
 
 log = logging.getLogger("sluice.runtime.executors")
@@ -61,6 +62,7 @@ class ExecutorView:
     added_at: float
     """Epoch seconds."""
     cached_blocks: int = 0
+    host: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +78,7 @@ def parse_executors(rows: list[dict[str, Any]]) -> list[ExecutorView]:
         if row.get("id") == "driver" or not row.get("isActive", True):
             continue
         out.append(ExecutorView(str(row["id"]), int(row.get("activeTasks", 0)), spark_time(row.get("addTime")),
-                                int(row.get("rddBlocks", 0))))
+                                int(row.get("rddBlocks", 0)), str(row.get("hostPort", "")).rpartition(":")[0]))
     return out
 
 
@@ -107,12 +109,31 @@ def plan(executors: list[ExecutorView], target: int, removing: frozenset[str], s
     return Step(tuple(victims(staying, surplus)), force)  # graceful: Spark kills only the idle ones
 
 
+def plan_moving(executors: list[ExecutorView], target: int, removing: frozenset[str], leaving: frozenset[str],
+                holding: set[str], since: float, now: float, grace: float) -> tuple[frozenset[str], Step]:
+    """One scale-down step when state partitions move first (Megaphone, `megaphone.StateMover`):
+    the surplus is chosen once (`leaving`, kept across steps, topped up if the target drops), its
+    partitions move off a few per batch, and each victim is killed gracefully once no state
+    partition is active on it (`holding` is the last listing's executors). After `grace`, the rest
+    go by force. Returns the leaving set and the step."""
+    staying = [e for e in executors if e.id not in removing]
+    surplus = len(staying) - target
+    if surplus <= 0:
+        return frozenset(), Step()
+    if now - since >= grace:
+        return frozenset(), Step(tuple(victims(staying, surplus)), True)
+    chosen = [e for e in sorted(leaving) if e in {s.id for s in staying}][:surplus]
+    chosen += victims([e for e in staying if e.id not in chosen], surplus - len(chosen))
+    return frozenset(chosen), Step(tuple(v for v in chosen if v not in holding))
+
+
 @dataclass
 class _Target:
     value: int
     since: float
     removing: set[str] = field(default_factory=set)
     killed: list[str] = field(default_factory=list)
+    leaving: frozenset[str] = frozenset()
 
 
 class ExecutorScaler:
@@ -120,9 +141,12 @@ class ExecutorScaler:
 
     def __init__(self, spark: Any, grace: float = 30.0, interval: float = 0.5,
                  clock: Callable[[], float] = time.time,
-                 stateful: Callable[[], dict[str, int]] | None = None) -> None:
-        """`stateful`: committed batch counts of the running stateful queries (pacing, see above)."""
+                 stateful: Callable[[], dict[str, int]] | None = None, mover: StateMover | None = None) -> None:
+        """`stateful`: committed batch counts of the running stateful queries (pacing, see above);
+        `mover`: moves state partitions between batches (grow and shrink); without one a shrink is
+        paced by whole executors."""
         self.spark = spark
+        self.mover = mover
         self.stateful = stateful or (lambda: {})
         self._mark: dict[str, int] = {}
         self.grace = grace
@@ -134,6 +158,8 @@ class ExecutorScaler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._refused = False
+        if mover is not None:
+            self._ensure_thread()  # state moves on growth need no target change
 
     # ------------------------------------------------------------------ reading
 
@@ -152,13 +178,23 @@ class ExecutorScaler:
         listed = {e.id for e in executors}
         with self._lock:
             target = self._target
-            return ExecutorState(
-                current=len(executors),
-                target=target.value if target else None,
-                removing=sorted(target.removing & listed) if target else [],
-                removed=list(target.killed) if target else [],
-                executors=[ExecutorInfo(id=e.id, activeTasks=e.active_tasks) for e in executors],
-            )
+            value = target.value if target else None
+            removing = sorted(target.removing & listed) if target else []
+            removed = list(target.killed) if target else []
+            leaving = sorted(target.leaving & listed) if target else []
+        mover = self.mover
+        return ExecutorState(
+            current=len(executors),
+            target=value,
+            removing=removing,
+            removed=removed,
+            executors=[ExecutorInfo(id=e.id, activeTasks=e.active_tasks) for e in executors],
+            leaving=leaving,
+            placement=mover.placement() if mover else {},
+            stateMoves=mover.moves if mover else 0,
+            stateMovedBytes=mover.moved_bytes if mover else 0,
+            pendingMoves=mover.pending() if mover else 0,
+        )
 
     # ------------------------------------------------------------------ writing
 
@@ -201,12 +237,21 @@ class ExecutorScaler:
         listed = {e.id for e in executors}
         with self._lock:
             target = self._target
+            leaving = target.leaving if target else frozenset()
+        if self.mover is not None and executors:  # state moves between batches (none in local mode)
+            self.mover.step([Executor(e.id, e.host) for e in executors], leaving)
+        with self._lock:
+            target = self._target
             if target is None:
                 return Step()
             target.removing &= listed
             held = self.stateful()
-            decision = plan(executors, target.value, frozenset(target.removing), target.since, self.clock(), self.grace,
-                            paced=bool(held), settled=settled(self._mark, held))
+            if self.mover is not None and held:
+                target.leaving, decision = plan_moving(executors, target.value, frozenset(target.removing), target.leaving,
+                                                       self.mover.holding(), target.since, self.clock(), self.grace)
+            else:
+                decision = plan(executors, target.value, frozenset(target.removing), target.since, self.clock(), self.grace,
+                                paced=bool(held), settled=settled(self._mark, held))
         if not decision.kill:
             return decision
         sc = self.spark.sparkContext

@@ -42,6 +42,7 @@ from .hosted import HostedQuery, query_spec
 from .kafka_check import kafka_problem
 from .kafka_lag import kafka_position
 from .latency import GRID, BatchLatency, LatencyWindow, Summary, batch_latency
+from .megaphone import StatefulQuery
 from .metrics import LatencyCollector, LatencySnapshot, Metrics
 from .pipeline import OBSERVED, build, spark_name
 from .spark_pools import ensure_pool
@@ -523,6 +524,15 @@ class QueryHost:
         """Committed batches of each running stateful query (the executor drain paces on them)."""
         with self.lock:
             return {key: h.batches for key, h in self.queries.items() if h.phase == "Running" and h.query.spec.stateful}
+
+    def stateful_queries(self) -> list[StatefulQuery]:
+        """The running stateful queries with Spark's handle and their SLA slack (state moves pace on them)."""
+        now = time.time()
+        with self.lock:
+            running = [(key, h) for key, h in self.queries.items()
+                       if h.phase == "Running" and h.query.spec.stateful and h.handle is not None]
+            return [StatefulQuery(key, h.handle, h.batches, h.spec.latency_target - (h.window.summary(now).p99 or 0.0))
+                    for key, h in running]
 
 
 def _epoch(iso: str) -> float:

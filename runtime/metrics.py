@@ -93,6 +93,10 @@ class Metrics:
         self.phase = Gauge("sluice_runtime_query_up", "1 while the query runs.", labels, registry=registry)
         self.kafka_lag = Gauge("sluice_query_kafka_lag_rows", "Rows a Kafka query is behind its topics' latest offsets.",
                                labels, registry=registry)
+        self.state_moves = Counter("sluice_runtime_state_moves_total",
+                                   "State partitions moved to another executor (Megaphone).", labels, registry=registry)
+        self.state_moved_bytes = Counter("sluice_runtime_state_moved_bytes_total",
+                                         "Checkpointed bytes of the state partitions moved.", labels, registry=registry)
 
     def forget(self, tenant: str, key: str) -> None:
         for metric in vars(self).values():

@@ -16,6 +16,7 @@ import pytest
 from sluice.runtime.control import make_control_app
 from sluice.runtime.executors import ExecutorScaler
 from sluice.runtime.host import QueryHost
+from sluice.runtime.megaphone import StateMover
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.server import ServerThread
@@ -32,6 +33,20 @@ TOKEN = "s3cret-token"
 def api(cluster_spark: Any, tmp_path: Path) -> Iterator[tuple[str, QueryHost, ExecutorScaler]]:
     host = QueryHost(cluster_spark, tmp_path / "ck", LocalScheduler(Scheduler("cameo", capacity=2)))
     scaler = ExecutorScaler(cluster_spark, grace=40.0, interval=0.25, stateful=host.stateful_batches)
+    server = ServerThread(make_control_app(host, TOKEN, executors=scaler)).start()
+    try:
+        yield server.url, host, scaler
+    finally:
+        server.stop()
+        host.stop_all()
+
+
+@pytest.fixture
+def moving(cluster_spark: Any, tmp_path: Path) -> Iterator[tuple[str, QueryHost, ExecutorScaler]]:
+    """As `api`, with state partitions moved between batches (Megaphone)."""
+    host = QueryHost(cluster_spark, tmp_path / "ck", LocalScheduler(Scheduler("cameo", capacity=2)))
+    scaler = ExecutorScaler(cluster_spark, grace=60.0, interval=0.25, stateful=host.stateful_batches,
+                            mover=StateMover(cluster_spark, host.stateful_queries, host.metrics))
     server = ServerThread(make_control_app(host, TOKEN, executors=scaler)).start()
     try:
         yield server.url, host, scaler
@@ -138,3 +153,73 @@ def test_bad_targets_get_one_sentence(api: Any) -> None:
     code, body = call(f"{url}/v1/executors", "PUT", b"{", token=TOKEN)
     assert code == 400 and "body" in body["error"]
     assert call(f"{url}/v1/executors", "GET", token=None)[0] == 401
+
+
+def test_state_partitions_move_off_a_leaving_executor_and_onto_a_new_one(moving: Any, tmp_path: Path) -> None:
+    """Megaphone on Spark: a shrink moves the victim's state partitions to the staying executors
+    before it kills the victim (empty); a grow moves partitions onto the new executor until state
+    is balanced. A moved partition's location stays where the planner put it across later batches
+    (a task run elsewhere would report its own executor). Counts are exact throughout."""
+    url, host, _ = moving
+    wait_for(lambda: executors(url)["current"] == 3, timeout=90, what="the three starting executors")
+    data = tmp_path / "in"
+    spec = query("moved", "t", files_source(data), [{"groupBy": ["user"]}, {"aggregate": [{"fn": "count", "name": "n"}]}],
+                 sla="30s")
+    spec.spec.resources.shufflePartitions = 6
+    counts = host.add(spec)
+    written = 0
+    stop = threading.Event()
+
+    def writer() -> None:
+        nonlocal written
+        round_ = 0
+        while not stop.is_set():
+            rows = [{"id": written + i, "user": f"u{i % 12}", "amount": 1.0, "produced_at": iso(time.time())} for i in range(24)]
+            write_rows(data, f"r{round_}.json", rows)
+            written += len(rows)
+            round_ += 1
+            stop.wait(0.7)
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        def placement() -> dict[str, int]:
+            return dict(executors(url)["placement"].get("t/moved", {}))
+
+        wait_for(lambda: sum(placement().values()) == 6, timeout=90, what="all six state partitions listed")
+
+        # shrink: the victim is chosen, its partitions move off, then it is killed empty
+        assert call(f"{url}/v1/executors", "PUT", {"target": 2}, token=TOKEN)[0] == 202
+        wait_for(lambda: executors(url)["current"] == 2, timeout=90, what="the victim to go")
+        state = executors(url)
+        (victim,) = state["removed"]
+        assert state["stateMoves"] >= 1
+        batches = counts.batches
+        wait_for(lambda: counts.batches >= batches + 3, timeout=60, what="three batches after the kill")
+        after = placement()
+        assert victim not in after and sorted(after.values()) == [3, 3], after  # balanced on the two left
+
+        # grow: the new executor gets its share of the partitions within a few batches
+        assert call(f"{url}/v1/executors", "PUT", {"target": 3}, token=TOKEN)[0] == 202
+        wait_for(lambda: executors(url)["current"] == 3, timeout=90, what="a new executor")
+        new = ({e["id"] for e in executors(url)["executors"]} - set(after)).pop()
+        batches = counts.batches
+        wait_for(lambda: placement().get(new) == 2, timeout=90, what="two partitions on the new executor")
+        grown = placement()
+        settled_at = counts.batches
+        wait_for(lambda: counts.batches >= settled_at + 3, timeout=60, what="three batches after the moves")
+        assert placement() == grown and sorted(grown.values()) == [2, 2, 2], grown  # stayed where moved
+        assert counts.batches - batches <= 10 + 3
+    finally:
+        stop.set()
+        thread.join()
+
+    def latest() -> dict[str, int]:
+        out: dict[str, int] = {}
+        for row in counts.memory:
+            out[row["user"]] = row["n"]
+        return out
+
+    wait_for(lambda: sum(latest().values()) == written, timeout=60, what="every row counted")
+    assert latest() == {f"u{k}": sum(1 for i in range(written) if (i % 24) % 12 == k) for k in range(12)}
+    assert counts.phase == "Running" and not counts.message

@@ -156,6 +156,16 @@ def test_an_ineffective_scale_up_is_found_recorded_and_not_repeated() -> None:
     assert decide(behind(1050, 12000), 8, bounds, 100.0, later.memory, generation=8).target == 12
 
 
+def test_a_scale_up_is_not_judged_while_state_partitions_still_move_onto_the_new_executors() -> None:
+    bounds = replace(BOUNDS, stabilization=30.0, max_executors=20)
+    grew = decide(behind(1000), current=2, bounds=bounds, now=0.0, generation=7)
+    moving = decide(behind(1050, 12000), 8, bounds, 31.0, grew.memory, generation=7, moving=True)
+    assert moving.ineffective_found is None and moving.memory.scale_up == grew.memory.scale_up  # still pending
+    assert moving.target == 8 and "state partitions still move" in moving.reason  # and no further step meanwhile
+    moved = decide(behind(1050, 12000), 8, bounds, 45.0, moving.memory, generation=7)
+    assert moved.ineffective_found is not None  # judged once the moves are done
+
+
 def test_an_effective_scale_up_is_not_flagged() -> None:
     bounds = replace(BOUNDS, stabilization=30.0, max_executors=10)
     grew = decide(behind(1000), current=2, bounds=bounds, now=0.0)

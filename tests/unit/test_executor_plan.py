@@ -77,3 +77,18 @@ def test_parse_the_status_api_list() -> None:
     ]
     [one] = parse_executors(rows)
     assert one == ExecutorView("1", 2, 1795255205.5, 3)
+
+
+def test_with_state_moving_the_surplus_is_chosen_once_and_killed_only_when_it_holds_no_partition() -> None:
+    from sluice.runtime.executors import plan_moving
+
+    pool = [ex("a", 0, 1.0), ex("b", 0, 2.0), ex("c", 0, 3.0), ex("d", 0, 4.0)]
+    leaving, step = plan_moving(pool, 2, frozenset(), frozenset(), {"a", "b", "c", "d"}, since=0.0, now=1.0, grace=30.0)
+    assert leaving == {"d", "c"} and step == Step()  # both still hold state: move it first
+    again, step = plan_moving(pool, 2, frozenset(), leaving, {"a", "b", "c"}, since=0.0, now=5.0, grace=30.0)
+    assert again == leaving and step == Step(("d",), False)  # d is empty now: it goes, gracefully
+    lower, _ = plan_moving(pool, 1, frozenset({"d"}), leaving, {"a", "b", "c"}, since=0.0, now=6.0, grace=30.0)
+    assert lower == {"c", "b"}  # a lowered target tops the set up; the kill under way is not counted
+    _, late = plan_moving(pool, 2, frozenset(), leaving, {"a", "b", "c", "d"}, since=0.0, now=31.0, grace=30.0)
+    assert late.force and set(late.kill) == {"c", "d"}
+    assert plan_moving(pool, 4, frozenset(), leaving, set(), 0.0, 1.0, 30.0) == (frozenset(), Step())  # no surplus

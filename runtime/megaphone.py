@@ -1,0 +1,100 @@
+"""The shell of Megaphone on Spark: between two batches of each stateful query, list where its
+state partitions are active, ask the planner (`placement.next_moves`, pure) for the next moves
+within the query's budget, and apply them through the coordinator (`state_stores.move`).
+
+It runs from the executor scaler's loop, once per committed batch of each query (so at most one
+budget per batch): a move reported after batch N makes batch N+1 run the partition on its new
+executor, which loads its state from the checkpoint. A task of batch N still running on the old
+executor reports that executor active again; the next listing then shows it there and the
+partition is simply moved again. A leaving executor is empty, for the scaler's kill, once a
+listing taken after a batch shows no partition on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sluice.api.common import query_labels
+
+from . import state_stores
+from .placement import Move, Partition, budget_bytes, next_moves, spread
+
+log = logging.getLogger("sluice.runtime.megaphone")
+
+
+@dataclass(frozen=True)
+class StatefulQuery:
+    key: str
+    handle: Any
+    """Spark's StreamingQuery."""
+    batches: int
+    slack: float
+    """Seconds: the SLA less the recent p99 latency."""
+
+
+@dataclass(frozen=True)
+class Executor:
+    id: str
+    host: str
+
+
+class StateMover:
+    def __init__(self, spark: Any, queries: Callable[[], list[StatefulQuery]], metrics: Any = None) -> None:
+        self.spark = spark
+        self.queries = queries
+        self.metrics = metrics
+        self._seen: dict[str, int] = {}
+        self._listed: dict[str, list[Partition]] = {}
+        self._pending: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.moves = 0
+        self.moved_bytes = 0
+
+    def step(self, executors: list[Executor], leaving: frozenset[str]) -> list[Move]:
+        """One step for each stateful query that committed a batch since its last one."""
+        hosts = {e.id: e.host for e in executors}
+        done: list[Move] = []
+        running = self.queries()
+        for query in running:
+            if self._seen.get(query.key) == query.batches:
+                continue
+            parts = state_stores.partitions(self.spark, query.handle)
+            moves = next_moves(parts, list(hosts), leaving, budget_bytes(query.slack))
+            for move in moves:
+                state_stores.move(self.spark, query.handle, move.unit, move.target, hosts[move.target])
+                log.info("moved state partition %s of %s from executor %s to %s (%d bytes)",
+                         move.unit, query.key, move.source, move.target, move.bytes)
+            with self._lock:
+                self._seen[query.key] = query.batches
+                self._listed[query.key] = parts
+                self._pending[query.key] = len(next_moves(parts, list(hosts), leaving, 1 << 62))
+                self.moves += len(moves)
+                self.moved_bytes += sum(m.bytes for m in moves)
+            if moves and self.metrics is not None:
+                labels = query_labels(query.key)
+                self.metrics.state_moves.labels(*labels).inc(len(moves))
+                self.metrics.state_moved_bytes.labels(*labels).inc(sum(m.bytes for m in moves))
+            done += moves
+        with self._lock:
+            for gone in set(self._listed) - {q.key for q in running}:
+                self._listed.pop(gone, None)
+                self._seen.pop(gone, None)
+                self._pending.pop(gone, None)
+        return done
+
+    def holding(self) -> set[str]:
+        """Executors that held a state partition at the last listing of any query."""
+        with self._lock:
+            return {p.executor for parts in self._listed.values() for p in parts if p.executor is not None}
+
+    def placement(self) -> dict[str, dict[str, int]]:
+        with self._lock:
+            return {key: spread(parts) for key, parts in self._listed.items()}
+
+    def pending(self) -> int:
+        with self._lock:
+            return sum(self._pending.values())
