@@ -281,6 +281,18 @@ class AutoscalingStatus(Model):
     """A scale-up that did not help; DS2 does not grow past it."""
 
 
+class StateMigration(Model):
+    """Where stateful queries' state partitions run, and the moves that spread them (Megaphone)."""
+
+    placement: dict[str, int] = Field(default_factory=dict)
+    """State partitions per executor id, over all stateful queries."""
+    pendingMoves: int = 0
+    """Moves still needed before state is balanced (and off executors being removed)."""
+    moves: int = 0
+    """Partitions moved since the runtime started."""
+    movedBytes: int = 0
+
+
 class StreamingPoolStatus(CommonStatus):
     """Observed state of a StreamingPool."""
 
@@ -294,6 +306,8 @@ class StreamingPoolStatus(CommonStatus):
     """DS2's recommendation, lag and anti-flap memory."""
     reservedSlots: int = 0
     """Task slots the pool's Real-time queries hold while they run (out of maxExecutors x cores)."""
+    state: StateMigration | None = None
+    """State placement and migration progress (pools with executors and stateful queries)."""
 
 
 class StreamingPool(Model):

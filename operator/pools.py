@@ -109,9 +109,19 @@ async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, p
     except RuntimeRefused:
         queries = None
     try:
-        moving = (await runtime.executors()).pendingMoves > 0
+        executors = await runtime.executors()
     except (RuntimeRefused, RuntimeUnreachable):  # a local-mode runtime has no executors to move state between
-        moving = False
+        executors = None
+    moving = executors is not None and executors.pendingMoves > 0
+    if executors is not None and executors.placement:
+        placement: dict[str, int | None] = {}
+        for per_query in executors.placement.values():
+            for executor, units in per_query.items():
+                placement[executor] = (placement.get(executor) or 0) + units
+        for gone in set((status.get("state") or {}).get("placement") or {}) - set(placement):
+            placement[gone] = None  # a merge patch keeps a map's old keys unless each is nulled
+        patch.status["state"] = {"placement": placement, "pendingMoves": executors.pendingMoves,
+                                 "moves": executors.stateMoves, "movedBytes": executors.stateMovedBytes}
     chosen = scaling.plan(model, current, queries, time.time(), scaling.memory(status), generation or 0, moving)
     auto: dict[str, Any] = {"mode": model.spec.autoscaling.mode, "recommendation": None}
     if chosen.recommendation is not None:

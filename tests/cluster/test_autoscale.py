@@ -76,3 +76,22 @@ def test_ds2_grows_and_shrinks_a_real_application(elastic: World) -> None:
     before = hosted.batches
     wait_for(lambda: hosted.batches > before, what="the query still committing batches")
     assert hosted.phase == "Running"
+
+
+def test_the_pool_status_shows_where_state_partitions_run_and_the_moves(elastic: World) -> None:
+    """After DS2's test the pool runs one executor; a stateful query's six state partitions sit
+    there. Fixed at two executors, the runtime moves three onto the new one, and the pool's status
+    (written by the operator from GET /v1/executors) shows the placement and the moves."""
+    world = elastic
+    port = int(world.get("sp", "elastic")["metadata"]["annotations"]["sluice.dev/runtime-url"].rsplit(":", 1)[1])  # type: ignore[index]
+    world.apply(query("counted", "team-a", pool_name="elastic", sla="30s", trigger={"interval": "1s"},
+                      pipeline=[{"select": ["value % 40 AS k"]}, {"groupBy": ["k"]}, {"aggregate": [{"fn": "count"}]}],
+                      resources={"shufflePartitions": 6}))
+    wait_for(lambda: sum(((status(world).get("state") or {}).get("placement") or {}).values()) == 6, timeout=120,
+             what="six state partitions in the pool's status")
+    world.apply(pool("elastic", port, minExecutors=1, maxExecutors=2, executors=2))
+    running(world, 2, "two executors")
+    state = wait_for(lambda: (s := status(world).get("state")) and sorted(v for v in s["placement"].values() if v) == [3, 3]
+                     and s, timeout=120, what="the partitions spread three and three")
+    assert state["moves"] >= 3 and state["movedBytes"] > 0 and state["pendingMoves"] == 0
+    world.plane.kubectl("delete", "sq", "counted", "-n", "team-a", "--wait=false")

@@ -21,7 +21,9 @@ import pytest
 
 from sluice.operator import settings
 from sluice.runtime.control import make_control_app
+from sluice.runtime.executors import ExecutorScaler
 from sluice.runtime.host import QueryHost
+from sluice.runtime.megaphone import StateMover
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.server import ServerThread
@@ -50,12 +52,15 @@ class World:
         self.plane.kubectl("apply", "-f", "-", input=json.dumps(manifest))
 
     def serve_pool_runtime(self, pool: str, port: int) -> None:
-        """Start the pool's runtime control API once the operator made its token Secret."""
+        """Start the pool's runtime control API once the operator made its token Secret (with
+        executor targets and state moves, as `python -m sluice.runtime` has them)."""
         secret = wait_for(lambda: self.get("secret", f"sluice-pool-{pool}-token", SYSTEM), what=f"{pool}'s token Secret")
         import base64
 
         token = base64.b64decode(secret["data"]["token"]).decode()
-        self.servers.append(ServerThread(make_control_app(self.host, token), port=port).start())
+        scaler = ExecutorScaler(self.host.spark, stateful=self.host.stateful_batches,
+                                mover=StateMover(self.host.spark, self.host.stateful_queries, self.host.metrics))
+        self.servers.append(ServerThread(make_control_app(self.host, token, executors=scaler), port=port).start())
 
 
 def pool(name: str, port: int, **spec: Any) -> dict[str, Any]:
