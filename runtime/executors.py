@@ -141,12 +141,15 @@ class ExecutorScaler:
 
     def __init__(self, spark: Any, grace: float = 30.0, interval: float = 0.5,
                  clock: Callable[[], float] = time.time,
-                 stateful: Callable[[], dict[str, int]] | None = None, mover: StateMover | None = None) -> None:
+                 stateful: Callable[[], dict[str, int]] | None = None, mover: StateMover | None = None,
+                 paced: bool = True) -> None:
         """`stateful`: committed batch counts of the running stateful queries (pacing, see above);
         `mover`: moves state partitions between batches (grow and shrink); without one a shrink is
-        paced by whole executors."""
+        paced by whole executors; `paced=False` kills the surplus at once (Spark's own way, for
+        `sluice bench rescale`)."""
         self.spark = spark
         self.mover = mover
+        self.paced = paced
         self.stateful = stateful or (lambda: {})
         self._mark: dict[str, int] = {}
         self.grace = grace
@@ -251,7 +254,7 @@ class ExecutorScaler:
                                                        self.mover.holding(), target.since, self.clock(), self.grace)
             else:
                 decision = plan(executors, target.value, frozenset(target.removing), target.since, self.clock(), self.grace,
-                                paced=bool(held), settled=settled(self._mark, held))
+                                paced=bool(held) and self.paced, settled=settled(self._mark, held))
         if not decision.kill:
             return decision
         sc = self.spark.sparkContext

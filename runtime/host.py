@@ -527,12 +527,18 @@ class QueryHost:
 
     def stateful_queries(self) -> list[StatefulQuery]:
         """The running stateful queries with Spark's handle and their SLA slack (state moves pace on them)."""
-        now = time.time()
         with self.lock:
             running = [(key, h) for key, h in self.queries.items()
                        if h.phase == "Running" and h.query.spec.stateful and h.handle is not None]
-            return [StatefulQuery(key, h.handle, h.batches, h.spec.latency_target - (h.window.summary(now).p99 or 0.0))
-                    for key, h in running]
+            return [StatefulQuery(key, h.handle, h.batches, h.spec.latency_target - _recent_latency(h)) for key, h in running]
+
+
+def _recent_latency(hosted: HostedQuery, batches: int = 3) -> float:
+    """The worst row latency of the query's last few measured batches (0 before any): what a state
+    move's budget is judged against, as it reacts within a few batches (the status window's p99
+    spans a minute, and a start-up backlog would hold it high that long)."""
+    measured = [t.latency for _, t in sorted(hosted.timelines.items()) if t.latency is not None]
+    return max(measured[-batches:], default=0.0)
 
 
 def _epoch(iso: str) -> float:

@@ -470,6 +470,43 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str) -> None:
 
 
 
+@bench.command("rescale")
+@click.option("--strategies", default="all-at-once,executor-paced,partition-paced", show_default=True,
+              help="Rescale strategies compared in the same run.")
+@click.option("--stores", default="default,rocksdb", show_default=True,
+              help="State store providers: default (HDFS-backed) and rocksdb.")
+@click.option("--keys", type=click.IntRange(1000, 100_000_000), default=1_000_000, show_default=True,
+              help="Distinct keys in the query's state (preloaded before the change).")
+@click.option("--rate", type=click.FloatRange(1, 1e6), default=1000, show_default=True, help="Events per second after the preload.")
+@click.option("--steady", type=click.FloatRange(10, 3600), default=40, show_default=True,
+              help="Seconds of steady batches before the target changes.")
+@click.option("--after", type=click.FloatRange(10, 3600), default=80, show_default=True,
+              help="Seconds the run goes on after the change.")
+@click.option("--out", type=click.Path(file_okay=False), default="bench/out/rescale", show_default=True,
+              help="Writes results.json, table.md, rescale.png and each run's files here.")
+def bench_rescale(strategies: str, stores: str, keys: int, rate: float, steady: float, after: float, out: str) -> None:
+    """Megaphone's figure: a stateful query's batches while the pool grows 2->4 and shrinks 4->2 (local-cluster)."""
+    from sluice.runtime import rescale_bench
+    from sluice.testing.kafka import KafkaUnavailable
+
+    chosen = [p.strip() for p in strategies.split(",") if p.strip()]
+    if not chosen or any(p not in rescale_bench.STRATEGIES for p in chosen):
+        click.echo(f"--strategies: use some of {', '.join(rescale_bench.STRATEGIES)} (got {strategies!r}).", err=True)
+        sys.exit(1)
+    providers = [p.strip() for p in stores.split(",") if p.strip()]
+    if not providers or any(p not in rescale_bench.STORES for p in providers):
+        click.echo(f"--stores: use some of {', '.join(rescale_bench.STORES)} (got {stores!r}).", err=True)
+        sys.exit(1)
+    options = rescale_bench.Options(keys=keys, rate=rate, steady=steady, after=after)
+    try:
+        document = rescale_bench.run(options, chosen, providers, Path(out), log=lambda m: click.echo(m, err=True))
+    except (KafkaUnavailable, RuntimeError) as error:
+        click.echo(str(error), err=True)
+        sys.exit(1)
+    click.echo(rescale_bench.table_text(document["stores"]))
+    click.echo(f"wrote {out}/results.json, {out}/table.md, {out}/rescale.png ({document['wall_seconds']} s)")
+
+
 @bench.command("ds2")
 @click.option("--policies", default="ds2,threshold", show_default=True,
               help="Autoscaling policies compared in the same run: ds2 (the operator's) and threshold.")

@@ -1,0 +1,279 @@
+"""`sluice bench rescale`: Megaphone's figure on Spark. How a stateful query's batches fare while
+its pool grows 2 -> 4 executors and shrinks 4 -> 2, under three strategies in one run:
+
+- `all-at-once`: Spark's own behaviour. A grow only requests executors (state stays where it
+  was loaded); a shrink kills the surplus at once (gracefully, as soon as each is idle).
+- `executor-paced`: one executor at a time, the next after a batch of the query.
+- `partition-paced`: the planner (`runtime/placement.py`) moves state partitions a few per batch
+  within a budget from the SLA slack, and a leaving executor is killed once empty.
+
+One Spark application in `local-cluster` mode (four one-core workers, executors as separate JVMs)
+hosts each run's query through Sluice's runtime: a Kafka source, `groupBy(key).count()` over
+`keys` distinct keys (preloaded into the topic, so the state holds them all before the change),
+8 state partitions, a 1 s trigger, a files sink. A producer then writes `rate` events/s. After
+`steady` seconds the target changes; the run goes on for `after` seconds. Per batch it records
+Spark's `triggerExecution` and the batch's worst row latency (production to commit). At the end the sink
+is read back: each key's last count against the events the query consumed gives rows lost or
+doubled.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sluice.api.manifest import load_query
+
+STRATEGIES = ("all-at-once", "executor-paced", "partition-paced")
+DIRECTIONS = {"grow": (2, 4), "shrink": (4, 2)}
+STORES = {"default": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+          "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"}
+PARTITIONS = 8
+STEADY_WINDOW = 20.0
+"""Seconds before the change whose batches are the steady figures (the preload's backlog is gone by then)."""
+
+
+@dataclass(frozen=True)
+class Options:
+    keys: int = 1_000_000
+    rate: float = 1000.0
+    steady: float = 40.0
+    after: float = 80.0
+    sla: str = "5s"
+
+
+@dataclass
+class Run:
+    direction: str
+    strategy: str
+    store: str
+    changed_at: float = 0.0
+    batches: list[tuple[float, float]] = field(default_factory=list)
+    """(seconds since the change, triggerExecution ms) per batch."""
+    latency: list[tuple[float, float]] = field(default_factory=list)
+    """(seconds since the change, the batch's worst row latency in ms) per batch."""
+    migration_s: float | None = None
+    new_executor_share: float | None = None
+    moves: int = 0
+    expected: int = 0
+    counted: int = 0
+
+
+def manifest(bootstrap: str, topic: str, sink: Path, sla: str) -> dict[str, Any]:
+    from sluice.testing.load import EVENT_SCHEMA
+
+    return {"apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery", "metadata": {"name": "state", "namespace": "bench"},
+            "spec": {"pool": "bench",
+                     "source": {"type": "kafka", "bootstrapServers": bootstrap, "topic": topic, "startingOffsets": "earliest",
+                                "schema": EVENT_SCHEMA},
+                     "pipeline": [{"groupBy": ["key"]}, {"aggregate": [{"fn": "count", "name": "n"}]}],
+                     "sink": {"type": "files", "path": str(sink), "format": "json"},
+                     "sla": {"latencyTarget": sla}, "trigger": {"interval": "1s"},
+                     "resources": {"shufflePartitions": PARTITIONS}}}
+
+
+def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.time() + timeout
+    while not condition():
+        if time.time() > deadline:
+            raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.5)
+
+
+def run_once(direction: str, strategy: str, store: str, options: Options, spark: Any, broker: Any, folder: Path,
+             log: Callable[[str], None]) -> Run:
+    from sluice.testing.load import LoadPlan, generate
+
+    from . import state_stores
+    from .executors import ExecutorScaler
+    from .host import QueryHost
+    from .megaphone import StateMover
+
+    shutil.rmtree(folder, ignore_errors=True)
+    start, end = DIRECTIONS[direction]
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", STORES[store])
+    host = QueryHost(spark, folder / "checkpoints", None)
+    mover = StateMover(spark, host.stateful_queries, host.metrics) if strategy == "partition-paced" else None
+    scaler = ExecutorScaler(spark, grace=120.0, interval=0.25, stateful=host.stateful_batches, mover=mover,
+                            paced=strategy != "all-at-once")
+    result = Run(direction, strategy, store)
+    scaler.set_target(start)
+    _wait(lambda: scaler.state().current == start, 120, f"{start} executors")
+    topic = broker.create_topic(f"rescale-{uuid.uuid4().hex[:8]}", partitions=4)
+    preload = generate(LoadPlan(topic, rate=200_000, duration=options.keys / 200_000 + 0.5, keys=options.keys), broker.bootstrap)
+    if preload["sent"] < options.keys:
+        raise RuntimeError(f"the producer preloaded {preload['sent']} of {options.keys} events")
+    stop = threading.Event()
+    steady = threading.Thread(target=generate, args=(LoadPlan(topic, options.rate, keys=options.keys), broker.bootstrap),
+                              kwargs={"stop": stop.is_set}, daemon=True)
+    query = load_query(manifest(broker.bootstrap, topic, folder / "sink", options.sla))
+    hosted = host.add(query)
+    try:
+        _wait(lambda: hosted.batches >= 1 or hosted.phase == "Failed", 300, "the state loaded (first batch)")
+        if hosted.phase == "Failed":
+            raise RuntimeError(f"the benchmark's query failed: {hosted.message}")
+        steady.start()
+        before = {e.id for e in scaler.executors()}
+        origin = time.time() + options.steady
+        recorded: set[int] = set()
+
+        def sample() -> None:
+            with host.lock:
+                timelines = sorted(hosted.timelines.items())
+            for batch, timeline in timelines:
+                took = timeline.durations_ms.get("triggerExecution")
+                if batch in recorded or took is None or timeline.latency is None:
+                    continue
+                recorded.add(batch)
+                at = (timeline.committed or time.time()) - origin
+                result.batches.append((round(at, 2), round(float(took), 1)))
+                result.latency.append((round(at, 2), round(timeline.latency * 1000, 1)))
+
+        while time.time() < origin:
+            sample()
+            time.sleep(1)
+        result.changed_at = time.time()
+        scaler.set_target(end)
+        log(f"  {direction}/{strategy}/{store}: target {start} -> {end}")
+        while time.time() < origin + options.after:
+            sample()
+            state = scaler.state()
+            if int(time.time() - origin) % 5 == 0:
+                log(f"    t={time.time() - origin:5.1f}s executors={state.current} leaving={state.leaving} "
+                    f"pending={state.pendingMoves} moves={state.stateMoves} placement={state.placement.get(query.key)}")
+            if result.migration_s is None and state.current == end and (mover is None or state.pendingMoves == 0) \
+                    and time.time() - origin > 2:
+                result.migration_s = round(time.time() - origin, 1)
+            time.sleep(1)
+        if direction == "grow":
+            new = {e.id for e in scaler.executors()} - before
+            parts = state_stores.partitions(spark, hosted.handle)
+            result.new_executor_share = round(sum(1 for p in parts if p.executor in new) / max(len(parts), 1), 3)
+        result.moves = mover.moves if mover else 0
+    finally:
+        handle = hosted.handle
+        stop.set()
+        host.stop_all()
+        scaler.stop()
+        steady.join(timeout=30)
+    result.expected, result.counted = _sink_check(spark, handle, folder / "sink")
+    log(f"  {direction}/{strategy}/{store}: {len(result.batches)} batches, migration {result.migration_s} s, "
+        f"expected {result.expected} counted {result.counted}")
+    return result
+
+
+def _sink_check(spark: Any, handle: Any, sink: Path) -> tuple[int, int]:
+    """(events the query consumed by its last commit, the sum of each key's last count at the sink)."""
+    progress = handle.lastProgress if handle is not None else None
+    consumed = 0
+    if progress:
+        for source in progress["sources"]:
+            end = source["endOffset"]
+            offsets = json.loads(end) if isinstance(end, str) else end
+            consumed += sum(int(v) for partitions in offsets.values() for v in partitions.values())
+    from pyspark.sql import functions as f
+
+    rows = spark.read.json(str(sink))  # batch_id=<id>/ directories: a partition column
+    latest = rows.groupBy("key").agg(f.max_by("n", "batch_id").alias("n"))
+    counted = latest.agg(f.sum("n")).collect()[0][0] or 0
+    return consumed, int(counted)
+
+
+def figures(run: Run) -> dict[str, Any]:
+    steady = [ms for t, ms in run.batches if -STEADY_WINDOW <= t < 0]
+    during_end = run.migration_s if run.migration_s is not None else max((t for t, _ in run.batches), default=0.0)
+    during = [ms for t, ms in run.batches if 0 <= t <= during_end + 5]
+    steady_p99 = _p99(steady)
+    peak = max(during, default=None)
+    lat_steady = _p99([ms for t, ms in run.latency if -STEADY_WINDOW <= t < 0])
+    lat_during = [ms for t, ms in run.latency if 0 <= t <= during_end + 5]
+    return {"steady_p99_ms": steady_p99, "peak_batch_ms": peak,
+            "peak_over_steady": round(peak / steady_p99, 2) if peak and steady_p99 else None,
+            "steady_latency_p99_ms": lat_steady, "peak_latency_p99_ms": _p99(lat_during),
+            "migration_s": run.migration_s, "new_executor_share": run.new_executor_share, "moves": run.moves,
+            "lost": max(run.expected - run.counted, 0), "doubled": max(run.counted - run.expected, 0)}
+
+
+def _p99(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
+def table_text(results: dict[str, Any]) -> str:
+    lines = ["| store | direction | strategy | steady p99 batch | peak batch | peak / steady | latency p99 steady / peak | "
+             "migration | new executors' share | moves | lost | doubled |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for store, directions in results.items():
+        for direction, strategies in directions.items():
+            for strategy, r in strategies.items():
+                share = "" if r["new_executor_share"] is None else f"{r['new_executor_share']:.0%}"
+                lines.append(f"| {store} | {direction} | {strategy} | {r['steady_p99_ms']} ms | {r['peak_batch_ms']} ms | "
+                             f"{r['peak_over_steady']}x | {r['steady_latency_p99_ms']} / {r['peak_latency_p99_ms']} ms | "
+                             f"{r['migration_s']} s | {share} | {r['moves']} | {r['lost']} | {r['doubled']} |")
+    return "\n".join(lines)
+
+
+def plot(runs: list[Run], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(runs), 1, figsize=(10, 2.2 * len(runs)), sharex=True, squeeze=False)
+    for ax, run in zip(axes[:, 0], runs, strict=True):
+        ax.plot([t for t, _ in run.batches], [ms for _, ms in run.batches], label="batch (ms)")
+        ax.plot([t for t, _ in run.latency], [ms for _, ms in run.latency], label="worst row latency (ms)", alpha=0.7)
+        end = run.migration_s if run.migration_s is not None else max((t for t, _ in run.batches), default=0.0)
+        ax.axvspan(0, end, color="tab:orange", alpha=0.15, label="migration")
+        ax.set_title(f"{run.store}, {run.direction}, {run.strategy}", fontsize=9)
+        ax.set_ylabel("ms")
+        ax.legend(loc="upper left", fontsize=7)
+    axes[-1, 0].set_xlabel("seconds since the target changed")
+    fig.tight_layout()
+    fig.savefig(out / "rescale.png", dpi=110)
+    plt.close(fig)
+
+
+def run(options: Options, strategies: list[str], stores: list[str], out: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    from sluice.testing.kafka import KafkaBroker
+
+    from .runner import stop_session
+    from .session import SessionConfig, build_session
+
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / "kafka", ignore_errors=True)
+    broker = KafkaBroker(out / "kafka").start()
+    stop_session()
+    spark = build_session(SessionConfig(master="local-cluster[4,1,1024]", kafka=True, workdir=out / "spark",
+                                        extra={"spark.executor.memory": "512m"}))
+    runs: list[Run] = []
+    started = time.time()
+    try:
+        for store in stores:
+            for direction in DIRECTIONS:
+                for strategy in strategies:
+                    log(f"{store}, {direction}, {strategy} ({time.time() - started:.0f}s elapsed)")
+                    runs.append(run_once(direction, strategy, store, options, spark, broker,
+                                         out / "runs" / f"{store}-{direction}-{strategy}", log))
+                    (out / "partial.json").write_text(json.dumps([asdict(r) for r in runs]))  # kept if a later run fails
+    finally:
+        spark.stop()
+        broker.stop()
+    results: dict[str, Any] = {}
+    for r in runs:
+        results.setdefault(r.store, {}).setdefault(r.direction, {})[r.strategy] = figures(r)
+    document = {"options": asdict(options), "wall_seconds": round(time.time() - started), **results.get(stores[0], {}),
+                "stores": results, "runs": [asdict(r) for r in runs]}
+    (out / "results.json").write_text(json.dumps(document, indent=1))
+    (out / "table.md").write_text(table_text(results) + "\n")
+    plot(runs, out)
+    return document
+

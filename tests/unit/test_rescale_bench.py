@@ -1,0 +1,27 @@
+"""`sluice bench rescale`'s figures from one run's records (pure), and its refusals."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from sluice.cli import main
+from sluice.runtime.rescale_bench import Run, figures
+
+
+def test_figures_from_a_runs_batches_latencies_and_sink_counts() -> None:
+    run = Run("grow", "partition-paced", "default", batches=[(-30.0, 9000.0), (-3.0, 200.0), (-2.0, 220.0), (-1.0, 210.0), (1.0, 500.0),
+                                                            (2.0, 300.0), (30.0, 900.0)],
+              latency=[(-2.0, 1000.0), (-1.0, 1100.0), (1.0, 2500.0), (2.0, 1200.0)],
+              migration_s=3.0, new_executor_share=0.5, moves=4, expected=1000, counted=998)
+    got = figures(run)
+    assert got["steady_p99_ms"] == 220.0 and got["peak_batch_ms"] == 500.0  # the 30 s batch is after the migration
+    assert got["peak_over_steady"] == round(500 / 220, 2)
+    assert got["steady_latency_p99_ms"] == 1100.0 and got["peak_latency_p99_ms"] == 2500.0
+    assert (got["lost"], got["doubled"]) == (2, 0) and got["new_executor_share"] == 0.5 and got["moves"] == 4
+
+
+def test_bad_strategies_and_stores_get_one_sentence() -> None:
+    out = CliRunner().invoke(main, ["bench", "rescale", "--strategies", "fast"])
+    assert out.exit_code == 1 and "--strategies: use some of all-at-once" in out.output
+    out = CliRunner().invoke(main, ["bench", "rescale", "--stores", "redis"])
+    assert out.exit_code == 1 and "--stores: use some of default, rocksdb" in out.output
