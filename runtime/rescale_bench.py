@@ -107,7 +107,9 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
     scaler.set_target(start)
     _wait(lambda: scaler.state().current == start, 120, f"{start} executors")
     topic = broker.create_topic(f"rescale-{uuid.uuid4().hex[:8]}", partitions=4)
-    preload = generate(LoadPlan(topic, rate=200_000, duration=options.keys / 200_000 + 0.5, keys=options.keys), broker.bootstrap)
+    preload_rate = min(50_000.0, options.keys / 2)  # this machine's producer writes ~150,000 events/s at most
+    preload = generate(LoadPlan(topic, rate=preload_rate, duration=options.keys / preload_rate + 0.5, keys=options.keys),
+                       broker.bootstrap)
     if preload["sent"] < options.keys:
         raise RuntimeError(f"the producer preloaded {preload['sent']} of {options.keys} events")
     stop = threading.Event()
