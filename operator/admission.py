@@ -21,6 +21,39 @@ class Admission:
     """Worth retrying without a change to the query (the pool may appear, a slot may free)."""
 
 
+class Ledger:
+    """The queries this operator admitted, per (namespace, pool), until their status says so.
+
+    A query's Admitted condition reaches the API server only when its handler ends, after it has
+    registered on the runtime; two queries of one namespace created together were both admitted
+    past a quota of 1, each listing the other before its status was written (the cluster tier
+    found it). Admission counts the listed admitted queries together with this ledger, and runs
+    under one lock per (namespace, pool)."""
+
+    def __init__(self) -> None:
+        self._admitted: dict[tuple[str, str], set[str]] = {}
+
+    def clear(self) -> None:
+        self._admitted.clear()
+
+    def others(self, namespace: str, pool: str, name: str, listed: set[str]) -> int:
+        """Admitted queries of `namespace` on `pool` besides `name`: those listed as admitted, and
+        those this operator admitted whose status may not show it yet."""
+        return len((listed | self._admitted.get((namespace, pool), set())) - {name})
+
+    def record(self, namespace: str, pool: str, name: str, admitted: bool) -> None:
+        """A decision: the query counts on `pool` if admitted, and on no other pool."""
+        self.forget(namespace, name)
+        if admitted:
+            self._admitted.setdefault((namespace, pool), set()).add(name)
+
+    def forget(self, namespace: str, name: str) -> None:
+        """The query is gone (or moved): it no longer counts anywhere."""
+        for (ns, _), names in self._admitted.items():
+            if ns == namespace:
+                names.discard(name)
+
+
 @dataclass(frozen=True, slots=True)
 class Held:
     """Task slots on a pool as its status last showed them (for a Real-time query's reservation)."""

@@ -17,7 +17,7 @@ from sluice.api.pool import StreamingPool
 from sluice.api.query import StreamingQuery
 
 from . import kube, metrics, settings
-from .admission import Admission, Held, admit, is_admitted, set_condition
+from .admission import Admission, Held, Ledger, admit, is_admitted, set_condition
 from .builders import runtime_url
 from .display import latency_text, percent_text
 from .pools import pool_model, pool_runtime
@@ -25,6 +25,15 @@ from .runtime_client import RuntimeClient, RuntimeRefused, RuntimeUnreachable
 from .timefmt import now_rfc3339
 
 MANIFEST_KEYS = ("apiVersion", "kind", "metadata", "spec")
+LEDGER = Ledger()
+"""Admissions this operator made that a query's status may not show yet (see `Ledger`)."""
+_ADMITTING: dict[tuple[str, str], asyncio.Lock] = {}
+
+
+def start_admissions() -> None:
+    """A fresh ledger and locks for an operator run (its own event loop)."""
+    LEDGER.clear()
+    _ADMITTING.clear()
 
 
 def ready(conditions: list[dict[str, Any]], phase: str, message: str, pool: str, generation: int | None
@@ -44,10 +53,13 @@ async def _admission(body: kopf.Body, name: str, ns: str) -> tuple[StreamingQuer
         raise kopf.PermanentError(" ".join(str(e) for e in errors.errors)) from None
     pool_body = await asyncio.to_thread(kube.get_pool, query.spec.pool)
     pool: StreamingPool | None = pool_model(pool_body) if pool_body else None
-    others = [q for q in await asyncio.to_thread(kube.list_queries, ns)
-              if q["metadata"]["name"] != name and q["spec"].get("pool") == query.spec.pool and is_admitted(q)]
     held = Held.of((pool_body or {}).get("status"), body.get("status"))
-    return query, pool_body, admit(query, pool, len(others), held)
+    async with _ADMITTING.setdefault((ns, query.spec.pool), asyncio.Lock()):
+        listed = {q["metadata"]["name"] for q in await asyncio.to_thread(kube.list_queries, ns)
+                  if q["spec"].get("pool") == query.spec.pool and is_admitted(q)}
+        decision = admit(query, pool, LEDGER.others(ns, query.spec.pool, name, listed), held)
+        LEDGER.record(ns, query.spec.pool, name, decision.admitted and pool_body is not None)
+    return query, pool_body, decision
 
 
 @kopf.on.resume(GROUP, VERSION, QUERIES)
@@ -108,6 +120,7 @@ async def reconcile_query(body: kopf.Body, name: str, namespace: str | None, met
 @kopf.on.delete(GROUP, VERSION, QUERIES)
 async def deregister_query(body: kopf.Body, name: str, namespace: str | None, retry: int, **_: Any) -> None:
     namespace = namespace or "default"
+    LEDGER.forget(namespace, name)
     # always asked, admitted or not: an operator killed after registering a query but before its
     # status said Admitted left a registration behind that only this call removes (the chaos tier
     # found it); a query the runtime does not host answers 404, which is done

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sluice.api.constants import API_VERSION
 from sluice.api.manifest import load_query
 
 STRATEGIES = ("all-at-once", "executor-paced", "partition-paced")
@@ -69,7 +70,7 @@ class Run:
 def manifest(bootstrap: str, topic: str, sink: Path, sla: str) -> dict[str, Any]:
     from sluice.testing.load import EVENT_SCHEMA
 
-    return {"apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery", "metadata": {"name": "state", "namespace": "bench"},
+    return {"apiVersion": API_VERSION, "kind": "StreamingQuery", "metadata": {"name": "state", "namespace": "bench"},
             "spec": {"pool": "bench",
                      "source": {"type": "kafka", "bootstrapServers": bootstrap, "topic": topic, "startingOffsets": "earliest",
                                 "schema": EVENT_SCHEMA},

@@ -161,7 +161,8 @@ def test_state_partitions_move_off_a_leaving_executor_and_onto_a_new_one(moving:
     is balanced. A moved partition's location stays where the planner put it across later batches
     (a task run elsewhere would report its own executor). Counts are exact throughout."""
     url, host, _ = moving
-    wait_for(lambda: executors(url)["current"] == 3, timeout=90, what="the three starting executors")
+    assert call(f"{url}/v1/executors", "PUT", {"target": 3}, token=TOKEN)[0] == 202  # an earlier test may have left fewer
+    wait_for(lambda: executors(url)["current"] == 3, timeout=90, what="three executors")
     data = tmp_path / "in"
     spec = query("moved", "t", files_source(data), [{"groupBy": ["user"]}, {"aggregate": [{"fn": "count", "name": "n"}]}],
                  sla="30s")

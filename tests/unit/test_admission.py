@@ -7,7 +7,7 @@ from typing import Any
 from sluice.api.manifest import load_query
 from sluice.api.pool import StreamingPool
 from sluice.api.query import StreamingQuery
-from sluice.operator.admission import Held, admit
+from sluice.operator.admission import Held, Ledger, admit
 
 
 def _query(sla: str, execution: str = "auto", **source: Any) -> StreamingQuery:
@@ -45,3 +45,22 @@ def test_held_slots_are_read_from_the_pool_and_query_status() -> None:
     pool_status = {"reservedSlots": 3, "autoscaling": {"recommendation": {"executors": 2, "microBatchSlots": 5}}}
     assert Held.of(pool_status, {"reservedSlots": 2}) == Held(3, 5, 2)
     assert Held.of(None, None) == Held(0, 1, 0)  # nothing measured yet: the micro-batch queries keep one slot
+
+
+def test_the_ledger_counts_admissions_whose_status_is_not_written_yet() -> None:
+    """Two queries of one namespace admitted together: the second counts the first before the
+    API server lists it as admitted (the cluster tier's quota test found both admitted)."""
+    ledger = Ledger()
+    assert ledger.others("team-b", "shared", "one", set()) == 0
+    ledger.record("team-b", "shared", "one", admitted=True)
+    assert ledger.others("team-b", "shared", "two", set()) == 1  # not listed yet, counted
+    assert ledger.others("team-b", "shared", "two", {"one"}) == 1  # listed too: once
+    assert ledger.others("team-b", "shared", "one", {"one"}) == 0  # never itself
+    assert ledger.others("team-c", "shared", "x", set()) == 0 and ledger.others("team-b", "other", "x", set()) == 0
+    ledger.record("team-b", "other", "one", admitted=True)  # moved to another pool
+    assert ledger.others("team-b", "shared", "two", set()) == 0 and ledger.others("team-b", "other", "two", set()) == 1
+    ledger.record("team-b", "other", "one", admitted=False)  # refused: counts nowhere
+    assert ledger.others("team-b", "other", "two", set()) == 0
+    ledger.record("team-b", "shared", "one", admitted=True)
+    ledger.forget("team-b", "one")
+    assert ledger.others("team-b", "shared", "two", set()) == 0
