@@ -530,7 +530,8 @@ class QueryHost:
         with self.lock:
             running = [(key, h) for key, h in self.queries.items()
                        if h.phase == "Running" and h.query.spec.stateful and h.handle is not None]
-            return [StatefulQuery(key, h.handle, h.batches, h.spec.latency_target - _recent_latency(h)) for key, h in running]
+            return [StatefulQuery(key, h.handle, h.batches, h.spec.latency_target - _recent_latency(h), _recent_batches(h))
+                    for key, h in running]
 
 
 def _recent_latency(hosted: HostedQuery, batches: int = 3) -> float:
@@ -539,6 +540,14 @@ def _recent_latency(hosted: HostedQuery, batches: int = 3) -> float:
     spans a minute, and a start-up backlog would hold it high that long)."""
     measured = [t.latency for _, t in sorted(hosted.timelines.items()) if t.latency is not None]
     return max(measured[-batches:], default=0.0)
+
+
+def _recent_batches(hosted: HostedQuery, batches: int = 8) -> tuple[tuple[int, float], ...]:
+    """(batch id, seconds) of the query's last few batches with a known duration (what a state
+    move's cost is measured on)."""
+    done = [(b, t.durations_ms["triggerExecution"] / 1000) for b, t in sorted(hosted.timelines.items())
+            if "triggerExecution" in t.durations_ms]
+    return tuple(done[-batches:])
 
 
 def _epoch(iso: str) -> float:

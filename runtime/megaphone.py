@@ -21,7 +21,7 @@ from typing import Any
 from sluice.api.common import query_labels
 
 from . import state_stores
-from .placement import Move, Partition, budget_bytes, next_moves, spread
+from .placement import Move, Partition, budget_bytes, next_moves, reload_rate, spread
 
 log = logging.getLogger("sluice.runtime.megaphone")
 
@@ -34,6 +34,17 @@ class StatefulQuery:
     batches: int
     slack: float
     """Seconds: the SLA less the recent p99 latency."""
+    recent: tuple[tuple[int, float], ...] = ()
+    """(batch id, seconds) of its last few batches, oldest first."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """Moves applied after `batch`, whose cost the batches after it will show."""
+
+    batch: int
+    bytes: int
+    before: tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,11 @@ class StateMover:
         self._seen: dict[str, int] = {}
         self._listed: dict[str, list[Partition]] = {}
         self._pending: dict[str, int] = {}
+        self._step: dict[str, Step] = {}
+        """The last step of each query, until the batches after it are measured."""
+        self._rate: dict[str, float] = {}
+        """Each query's measured reload rate (bytes/s), from its last measured step."""
+        self._last_bytes: dict[str, int] = {}
         self._lock = threading.Lock()
         self.moves = 0
         self.moved_bytes = 0
@@ -63,11 +79,16 @@ class StateMover:
             if self._seen.get(query.key) == query.batches:
                 continue
             parts = state_stores.partitions(self.spark, query.handle)
-            moves = next_moves(parts, list(hosts), leaving, budget_bytes(query.slack))
+            moves = next_moves(parts, list(hosts), leaving, self._budget(query))
             for move in moves:
                 state_stores.move(self.spark, query.handle, move.unit, move.target, hosts[move.target])
                 log.info("moved state partition %s of %s from executor %s to %s (%d bytes)",
                          move.unit, query.key, move.source, move.target, move.bytes)
+            if moves:
+                moved = sum(m.bytes for m in moves)
+                last = query.recent[-1][0] if query.recent else -1
+                self._step[query.key] = Step(last, moved, tuple(s for _, s in query.recent))
+                self._last_bytes[query.key] = moved
             with self._lock:
                 self._seen[query.key] = query.batches
                 self._listed[query.key] = parts
@@ -81,10 +102,25 @@ class StateMover:
             done += moves
         with self._lock:
             for gone in set(self._listed) - {q.key for q in running}:
-                self._listed.pop(gone, None)
-                self._seen.pop(gone, None)
-                self._pending.pop(gone, None)
+                for kept in (self._listed, self._seen, self._pending, self._step, self._rate, self._last_bytes):
+                    kept.pop(gone, None)
         return done
+
+    def _budget(self, query: StatefulQuery) -> int:
+        """This step's byte budget: none while the last step's cost is not measured yet (the two
+        batches after it: one may have been planned before the moves), then from the slack at
+        the measured rate (`placement.budget_bytes`)."""
+        step = self._step.get(query.key)
+        if step is not None:
+            after = [s for b, s in query.recent if b > step.batch][:2]
+            if len(after) < 2:
+                return 0
+            rate = reload_rate(step.bytes, list(step.before[-5:]), after)
+            if rate is not None:
+                self._rate[query.key] = rate
+                log.info("state reload of %s measured at %.1f MB/s", query.key, rate / 1e6)
+            del self._step[query.key]
+        return budget_bytes(query.slack, self._rate.get(query.key), self._last_bytes.get(query.key, 0))
 
     def holding(self) -> set[str]:
         """Executors that held a state partition at the last listing of any query."""

@@ -16,20 +16,25 @@ uses them together, so they move together. Order of work:
 A step's moves together stay within the budget; a unit larger than the whole budget moves alone
 (else it would never move). A budget of zero moves nothing.
 
-`budget_bytes` turns a query's SLA slack into that budget: moving a unit makes the next batch
-reload it, about `bytes / RELOAD_BYTES_PER_SECOND` seconds; a step may spend half the slack.
+`budget_bytes` turns a query's SLA slack into that budget: moving a unit makes a following batch
+reload it, `bytes / rate` seconds, and a step may spend half the slack. The rate is measured, not
+assumed (`reload_rate`: a step's bytes over the extra time of the batches after it); until a
+query's first step is measured, a step moves one unit, and a step never moves more than twice
+the bytes of the one before it (`sluice bench rescale` found a fixed 32 MiB/s ten times too
+optimistic on this machine: a whole victim's units moved in one step and that batch took 6x the
+steady p99).
 """
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from dataclasses import dataclass
 
-RELOAD_BYTES_PER_SECOND = 32 * 2**20
-"""Assumed rate at which an executor loads a moved partition's state from the checkpoint (local
-disk or a nearby object store); `sluice bench rescale` is where it gets measured."""
 SLACK_SHARE = 0.5
 """The share of a query's SLA slack one step of moves may spend."""
+MIN_EXTRA_SECONDS = 0.05
+"""A step's measured extra batch time is taken as at least this (batch times are noisy in ms)."""
 
 Unit = tuple[int, int]
 """(operator id, partition id)."""
@@ -53,9 +58,25 @@ class Move:
     bytes: int
 
 
-def budget_bytes(slack_seconds: float, rate: float = RELOAD_BYTES_PER_SECOND, share: float = SLACK_SHARE) -> int:
-    """Bytes one step may move: `share` of the slack, at `rate`; nothing once the slack is gone."""
-    return int(max(slack_seconds, 0.0) * share * rate)
+def budget_bytes(slack_seconds: float, rate: float | None, last_step: int = 0, share: float = SLACK_SHARE) -> int:
+    """Bytes one step may move: `share` of the slack at the measured reload `rate` (bytes/s), and
+    at most twice the `last_step`'s bytes; one unit (a budget of 1 byte) while the rate is not
+    measured yet; nothing once the slack is gone."""
+    if slack_seconds <= 0:
+        return 0
+    if rate is None:
+        return 1
+    budget = int(slack_seconds * share * rate)
+    return min(budget, 2 * last_step) if last_step > 0 else budget
+
+
+def reload_rate(moved_bytes: int, before: list[float], after: list[float]) -> float | None:
+    """Bytes per second a step's reload cost: its bytes over the extra time of the worst batch
+    after it (`after`, seconds, the batches that may have run the moved units) against the median
+    batch before it; None with nothing to judge (no bytes, or no batch on either side)."""
+    if moved_bytes <= 0 or not before or not after:
+        return None
+    return moved_bytes / max(max(after) - statistics.median(before), MIN_EXTRA_SECONDS)
 
 
 def spread(partitions: list[Partition]) -> dict[str, int]:

@@ -5,7 +5,15 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sluice.runtime.placement import Partition, balanced, budget_bytes, next_moves, spread
+from sluice.runtime.placement import (
+    MIN_EXTRA_SECONDS,
+    Partition,
+    balanced,
+    budget_bytes,
+    next_moves,
+    reload_rate,
+    spread,
+)
 
 MB = 2**20
 UNLIMITED = 1 << 62
@@ -58,9 +66,24 @@ def test_the_budget_bounds_a_step_and_a_partition_bigger_than_it_moves_alone() -
     assert next_moves(parts, ["1", "2"], frozenset(), 0) == []
 
 
-def test_the_budget_is_half_the_slack_at_the_reload_rate() -> None:
+def test_the_budget_is_half_the_slack_at_the_measured_reload_rate() -> None:
     assert budget_bytes(2.0, rate=10 * MB) == 10 * MB  # hand-computed: 2 s x 0.5 x 10 MB/s
-    assert budget_bytes(-1.0) == 0 and budget_bytes(0.0) == 0
+    assert budget_bytes(2.0, rate=10 * MB, last_step=3 * MB) == 6 * MB  # at most twice the last step
+    assert budget_bytes(2.0, rate=10 * MB, last_step=8 * MB) == 10 * MB
+    assert budget_bytes(-1.0, rate=10 * MB) == 0 and budget_bytes(0.0, rate=10 * MB) == 0
+
+
+def test_an_unmeasured_rate_moves_one_unit() -> None:
+    assert budget_bytes(5.0, rate=None) == 1 and budget_bytes(0.0, rate=None) == 0
+    parts = units({"1": 4}, size=10 * MB)
+    assert len(next_moves(parts, ["1", "2"], frozenset(), budget_bytes(5.0, rate=None))) == 1
+
+
+def test_the_reload_rate_is_the_bytes_over_the_extra_time_after_the_step() -> None:
+    # hand-computed: median before 1.0 s, worst after 3.0 s, so 2 s for 8 MB
+    assert reload_rate(8 * MB, [1.0, 0.9, 1.2], [1.1, 3.0]) == 4 * MB
+    assert reload_rate(8 * MB, [1.0, 1.0], [0.9, 1.0]) == 8 * MB / MIN_EXTRA_SECONDS  # no visible cost
+    assert reload_rate(0, [1.0], [2.0]) is None and reload_rate(MB, [], [2.0]) is None and reload_rate(MB, [1.0], []) is None
 
 
 def test_nothing_moves_when_balanced_or_nowhere_to_go() -> None:
