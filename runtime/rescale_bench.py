@@ -194,11 +194,14 @@ def _sink_check(spark: Any, handle: Any, sink: Path) -> tuple[int, int]:
 def figures(run: Run) -> dict[str, Any]:
     steady = [ms for t, ms in run.batches if -STEADY_WINDOW <= t < 0]
     during_end = run.migration_s if run.migration_s is not None else max((t for t, _ in run.batches), default=0.0)
-    during = [ms for t, ms in run.batches if 0 <= t <= during_end + 5]
+    # a batch counts as during the migration if it ran in it: it ended after the change and began
+    # before the migration's end (+5 s); `t` is when it committed
+    ran = {t for t, ms in run.batches if t >= 0 and t - ms / 1000 <= during_end + 5}
+    during = [ms for t, ms in run.batches if t in ran]
     steady_p99 = _p99(steady)
     peak = max(during, default=None)
     lat_steady = _p99([ms for t, ms in run.latency if -STEADY_WINDOW <= t < 0])
-    lat_during = [ms for t, ms in run.latency if 0 <= t <= during_end + 5]
+    lat_during = [ms for t, ms in run.latency if t in ran]  # latency is recorded at its batch's commit
     return {"steady_p99_ms": steady_p99, "peak_batch_ms": peak,
             "peak_over_steady": round(peak / steady_p99, 2) if peak and steady_p99 else None,
             "steady_latency_p99_ms": lat_steady, "peak_latency_p99_ms": _p99(lat_during),
@@ -276,13 +279,28 @@ def run(options: Options, strategies: list[str], stores: list[str], out: Path, l
     finally:
         spark.stop()
         broker.stop()
+    return report(runs, options, round(time.time() - started), out)
+
+
+def report(runs: list[Run], options: Options, wall_seconds: int, out: Path) -> dict[str, Any]:
+    """Figures, table and plot from the recorded runs: `results.json` keeps the runs, so
+    `--from-results` renders them again without running anything."""
     results: dict[str, Any] = {}
     for r in runs:
         results.setdefault(r.store, {}).setdefault(r.direction, {})[r.strategy] = figures(r)
-    document = {"options": asdict(options), "wall_seconds": round(time.time() - started), **results.get(stores[0], {}),
+    document = {"options": asdict(options), "wall_seconds": wall_seconds, **results.get(runs[0].store, {}),
                 "stores": results, "runs": [asdict(r) for r in runs]}
     (out / "results.json").write_text(json.dumps(document, indent=1))
     (out / "table.md").write_text(table_text(results) + "\n")
     plot(runs, out)
     return document
+
+
+def rerender(results: Path, out: Path) -> dict[str, Any]:
+    """`report` again from an earlier run's results.json."""
+    document = json.loads(results.read_text())
+    runs = [Run(**{**r, "batches": [tuple(b) for b in r["batches"]], "latency": [tuple(x) for x in r["latency"]]})
+            for r in document["runs"]]
+    out.mkdir(parents=True, exist_ok=True)
+    return report(runs, Options(**document["options"]), document["wall_seconds"], out)
 

@@ -484,10 +484,22 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str) -> None:
               help="Seconds the run goes on after the change.")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/rescale", show_default=True,
               help="Writes results.json, table.md, rescale.png and each run's files here.")
-def bench_rescale(strategies: str, stores: str, keys: int, rate: float, steady: float, after: float, out: str) -> None:
+@click.option("--from-results", "from_results", type=click.Path(dir_okay=False), default=None,
+              help="Run nothing: render the table and plot again from an earlier run's results.json.")
+def bench_rescale(strategies: str, stores: str, keys: int, rate: float, steady: float, after: float, out: str,
+                  from_results: str | None) -> None:
     """Megaphone's figure: a stateful query's batches while the pool grows 2->4 and shrinks 4->2 (local-cluster)."""
     from sluice.runtime import rescale_bench
     from sluice.testing.kafka import KafkaUnavailable
+
+    if from_results is not None:
+        try:
+            document = rescale_bench.rerender(Path(from_results), Path(out))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            click.echo(f"--from-results: {from_results} is no results.json of `sluice bench rescale` ({error}).", err=True)
+            sys.exit(1)
+        click.echo(rescale_bench.table_text(document["stores"]))
+        return
 
     chosen = [p.strip() for p in strategies.split(",") if p.strip()]
     if not chosen or any(p not in rescale_bench.STRATEGIES for p in chosen):

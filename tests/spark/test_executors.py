@@ -146,6 +146,16 @@ def test_after_the_grace_a_busy_executor_is_killed_by_force_and_its_tasks_rerun(
     wait_for(lambda: executors(url)["current"] == 1, timeout=30, what="one executor")
 
 
+def test_the_removal_internals_still_exist(cluster_spark: Any) -> None:
+    """Spark's scheduler backend calls the scaler removes executors with (py4j): a Spark upgrade
+    that renames or retypes them fails here, by name, not as a shrink that never happens."""
+    from sluice.runtime.executors import decommission, kill
+
+    assert cluster_spark.sparkContext.getConf().get("spark.decommission.enabled") == "true"
+    assert decommission(cluster_spark, [], "a check") == [] and kill(cluster_spark, [], force=False) == []
+    assert decommission(cluster_spark, ["no-such-executor"], "a check") == []  # Spark skips unknown executors
+
+
 def test_bad_targets_get_one_sentence(api: Any) -> None:
     url, _, _ = api
     code, body = call(f"{url}/v1/executors", "PUT", {"target": "two"}, token=TOKEN)

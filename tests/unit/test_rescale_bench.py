@@ -20,6 +20,15 @@ def test_figures_from_a_runs_batches_latencies_and_sink_counts() -> None:
     assert (got["lost"], got["doubled"]) == (2, 0) and got["new_executor_share"] == 0.5 and got["moves"] == 4
 
 
+def test_a_batch_that_began_in_the_migration_counts_though_it_ended_after() -> None:
+    """Batches are recorded at their commit: a 14 s batch begun at 0.5 s committed at 14.5 s, after
+    a migration that ended at 6 s (+5), and is the peak (the first run of the bench missed it)."""
+    run = Run("shrink", "all-at-once", "default", batches=[(-2.0, 900.0), (-1.0, 1000.0), (14.5, 14000.0), (15.5, 1000.0)],
+              latency=[(-2.0, 1500.0), (-1.0, 1600.0), (14.5, 15000.0), (15.5, 1700.0)], migration_s=6.0)
+    got = figures(run)
+    assert got["peak_batch_ms"] == 14000.0 and got["peak_latency_p99_ms"] == 15000.0
+
+
 def test_bad_strategies_and_stores_get_one_sentence() -> None:
     out = CliRunner().invoke(main, ["bench", "rescale", "--strategies", "fast"])
     assert out.exit_code == 1 and "--strategies: use some of all-at-once" in out.output
