@@ -247,7 +247,9 @@ class ExecutorScaler:
         listed = {e.id for e in executors}
         with self._lock:
             target = self._target
-            leaving = target.leaving if target else frozenset()
+            # executors being removed (decommissioning ones stay listed until they exit) take no
+            # new task: their units must move off too, never onto them
+            leaving = target.leaving | frozenset(target.removing & listed) if target else frozenset()
         if self.mover is not None and executors:  # state moves between batches (none in local mode)
             self.mover.step([Executor(e.id, e.host) for e in executors], leaving)
         with self._lock:

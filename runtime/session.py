@@ -87,6 +87,9 @@ DECOMMISSION = {
     "spark.storage.decommission.enabled": "true",
     "spark.storage.decommission.shuffleBlocks.enabled": "true",
     "spark.executor.decommission.forceKillTimeout": "120s",
+    # how often a decommissioning executor looks for blocks left to migrate; it exits only after
+    # a pass that found none, so Spark's 30 s default kept each victim 30 s (bench rescale)
+    "spark.storage.decommission.replicationReattemptInterval": "2s",
 }
 """With executors (Kubernetes, local-cluster): a scale-down decommissions its victims instead of
 killing them (`executors.ExecutorScaler`). A decommissioned executor gets no new task, finishes
