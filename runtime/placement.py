@@ -20,9 +20,8 @@ A step's moves together stay within the budget; a unit larger than the whole bud
 reload it, `bytes / rate` seconds, and a step may spend half the slack. The rate is measured, not
 assumed (`reload_rate`: a step's bytes over the extra time of the batches after it); until a
 query's first step is measured, a step moves one unit, and a step never moves more than twice
-the bytes of the one before it (`sluice bench rescale` found a fixed 32 MiB/s ten times too
-optimistic on this machine: a whole victim's units moved in one step and that batch took 6x the
-steady p99).
+the bytes of the one before it (in `sluice bench rescale`'s first run a fixed 32 MiB/s let one
+step move all of a victim's units).
 """
 
 from __future__ import annotations

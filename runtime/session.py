@@ -82,6 +82,8 @@ def ivy_settings(home: Path) -> Path:
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
     return path
+
+
 DECOMMISSION = {
     "spark.decommission.enabled": "true",
     "spark.storage.decommission.enabled": "true",
