@@ -469,6 +469,38 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str) -> None:
     click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/latency.png, {out}/cdf.png")
 
 
+@bench.command("capacity")
+@click.option("--scenario", type=click.Path(dir_okay=False), required=True, help="Scenario YAML (see bench/scenarios/).")
+@click.option("--policies", default="fifo,fair,cameo", show_default=True, help="Policies whose capacity is searched.")
+@click.option("--out", type=click.Path(file_okay=False), default="bench/out/capacity", show_default=True,
+              help="Writes results.json, summary.txt, capacity.png and each probe's files here.")
+@click.option("--max-minutes", type=click.FloatRange(1, 24 * 60), default=25, show_default=True,
+              help="Stop here and report the bracket reached (no probe starts that would not end in time).")
+@click.option("--max-probes", type=click.IntRange(1, 50), default=10, show_default=True,
+              help="Probes per policy at most; at least min(4, this) are made.")
+def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, max_probes: int) -> None:
+    """The highest load (one multiplier on every rate) each policy carries with every SLA kept."""
+    from sluice.runtime import bench as cameo_bench
+    from sluice.runtime import capacity_bench
+    from sluice.runtime.capacity import Search
+    from sluice.testing.kafka import KafkaUnavailable
+
+    chosen = [p.strip() for p in policies.split(",") if p.strip()]
+    unknown = [p for p in chosen if p not in cameo_bench.VARIANTS]
+    if unknown or not chosen or len(set(chosen)) != len(chosen):
+        click.echo(f"--policies: use some of {', '.join(cameo_bench.VARIANTS)}, each once (got {policies!r}).", err=True)
+        sys.exit(1)
+    search = Search(min_probes=min(4, max_probes), max_probes=max_probes)
+    try:
+        cameo_bench.load_scenario(Path(scenario))
+        result = capacity_bench.run(Path(scenario), chosen, Path(out), max_minutes, search,
+                                    log=lambda m: click.echo(m, err=True))
+    except (cameo_bench.ScenarioError, KafkaUnavailable, RuntimeError) as error:
+        click.echo(str(error), err=True)
+        sys.exit(1)
+    click.echo(capacity_bench.render(result))
+    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/capacity.png")
+
 
 @bench.command("rescale")
 @click.option("--strategies", default="all-at-once,executor-paced,partition-paced", show_default=True,

@@ -1,0 +1,177 @@
+"""`sluice bench capacity`: how much load one pool carries, per policy, with every SLA kept.
+
+Every rate of a scenario (bursts with them) is scaled by one multiplier m. A probe runs the scaled
+scenario once, exactly as `sluice bench cameo` runs it (a fresh `sluice run` on fresh topics,
+warm-up excluded), and passes when every query kept its SLA over the measured window: at least
+99% of its rows within the SLA for a `critical: true` query, 95% for the others. The search
+(`runtime.capacity`, pure) brackets and bisects m per policy. Policies take turns, one probe each,
+so that a time limit leaves every policy with a bracket of about the same width.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sluice.api.constants import GATED_POLICIES, POLICIES
+from sluice.api.query import StreamingQuery
+
+from . import bench as cameo_bench
+from .capacity import DEFAULT, Probe, Search, bracket, capacity, next_multiplier
+
+CRITICAL_ATTAINMENT = 0.99
+"""Share of a critical query's rows that must be within its SLA."""
+BULK_ATTAINMENT = 0.95
+"""Share of every other query's rows that must be within its SLA."""
+START_SECONDS = 40.0
+"""A probe's time besides the scenario itself (JVM start, the bench's 8 s wait, stopping), until measured."""
+
+
+def scaled(scenario: cameo_bench.Scenario, multiplier: float) -> cameo_bench.Scenario:
+    """The scenario with every query's rate multiplied (a burst's factor applies to the scaled rate)."""
+    queries = [q.model_copy(update={"load": q.load.model_copy(update={"rate": q.load.rate * multiplier})})
+               for q in scenario.queries]
+    return scenario.model_copy(update={"queries": queries})
+
+
+def judge(multiplier: float, table: dict[str, Any], scenario: cameo_bench.Scenario,
+          queries: list[StreamingQuery]) -> Probe:
+    """One probe's verdict from its per-query figures (`bench.summarize`'s table for one policy).
+
+    A query without a measured row (it fell so far behind that nothing it produced was measured)
+    kept nothing: attainment 0."""
+    worst_key, worst_margin, worst_attainment = "", float("inf"), None
+    ok, rows = True, 0
+    for query, item in zip(queries, scenario.queries, strict=True):
+        figures = table[query.key]
+        attainment = figures["attainment"] if figures["attainment"] is not None else 0.0
+        needed = CRITICAL_ATTAINMENT if item.critical else BULK_ATTAINMENT
+        rows += int(figures["rows"] or 0)
+        ok = ok and attainment >= needed
+        if attainment - needed < worst_margin:
+            worst_key, worst_margin, worst_attainment = query.key, attainment - needed, attainment
+    return Probe(multiplier, ok, worst_key, worst_attainment, rows)
+
+
+def ratio(numerator: float, denominator: float) -> str:
+    if denominator <= 0:
+        return "n/a (the denominator carried no load with every SLA kept)"
+    return f"{numerator / denominator:.2f}x"
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = [f"scenario {result['scenario']}: capacity = the highest rate multiplier with every SLA kept "
+             f"(critical >= {CRITICAL_ATTAINMENT:.0%} of rows within SLA, others >= {BULK_ATTAINMENT:.0%})", ""]
+    lines.append(f"{'policy':8} {'capacity':>8} {'bracket':>16} {'probes':>6}  worst query at the first failure above")
+    for policy, entry in result["policies"].items():
+        low, high = entry["bracket"]
+        shown = f"[{'-' if low is None else low}, {'-' if high is None else high}]"
+        above = [p for p in entry["probes"] if not p["ok"] and high is not None and p["multiplier"] == high]
+        worst = f"{above[0]['worst_query']} {above[0]['worst_attainment']:.1%}" if above and above[0]["worst_attainment"] is not None \
+            else (above[0]["worst_query"] if above else "")
+        lines.append(f"{policy:8} {entry['capacity']:>8.3g} {shown:>16} {len(entry['probes']):>6}  {worst}")
+    lines.append("")
+    policies = result["policies"]
+    for other in (p for p in POLICIES if p not in GATED_POLICIES):  # Spark's own: fifo and fair
+        if "cameo" in policies and other in policies:
+            lines.append(f"cameo/{other}: {ratio(policies['cameo']['capacity'], policies[other]['capacity'])}")
+    lines.append(f"wall time {result['elapsed_s'] / 60:.1f} min ({result['stopped']})")
+    return "\n".join(lines)
+
+
+def plot(result: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for policy, entry in result["policies"].items():
+        points = sorted((p["multiplier"], p["worst_attainment"] or 0.0) for p in entry["probes"])
+        if points:
+            ax.plot([m for m, _ in points], [a * 100 for _, a in points], marker="o", label=f"{policy} (capacity {entry['capacity']:.3g})")
+    ax.axhline(CRITICAL_ATTAINMENT * 100, color="grey", linestyle=":", linewidth=1)
+    ax.axhline(BULK_ATTAINMENT * 100, color="grey", linestyle="--", linewidth=1)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("rate multiplier")
+    ax.set_ylabel("worst query's rows within SLA (%)")
+    ax.set_title(f"SLA capacity: {result['scenario']}")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "capacity.png", dpi=110)
+    plt.close(fig)
+
+
+def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float, search: Search = DEFAULT,
+        log: Callable[[str], None] = print, clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
+    """Search each policy's capacity; writes results.json, summary.txt and capacity.png into `out`."""
+    from sluice.testing.kafka import KafkaBroker
+
+    scenario, queries = cameo_bench.load_scenario(scenario_path)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / "kafka", ignore_errors=True)
+    shutil.rmtree(out / "runs", ignore_errors=True)
+    broker = KafkaBroker(out / "kafka").start()
+    started = clock()
+    probes: dict[str, list[Probe]] = {p: [] for p in policies}
+    done: set[str] = set()
+    durations: list[float] = []
+    stopped = "every search ended"
+    try:
+        while len(done) < len(policies):
+            for policy in policies:
+                if policy in done:
+                    continue
+                multiplier = next_multiplier(probes[policy], search)
+                if multiplier is None:
+                    done.add(policy)
+                    continue
+                expected = statistics.mean(durations) if durations else \
+                    scenario.duration.seconds + scenario.warmup.seconds + START_SECONDS
+                elapsed = clock() - started
+                if elapsed + expected > max_minutes * 60:
+                    stopped = f"stopped at --max-minutes {max_minutes:g}: a next probe would not have ended in time"
+                    done.update(policies)
+                    break
+                found = bracket(probes[policy])
+                number = len(probes[policy]) + 1
+                log(f"[{elapsed / 60:5.1f} min] {policy}: probe {number} at x{multiplier:g} "
+                    f"(bracket [{found.low}, {found.high}])")
+                folder = out / "runs" / f"{policy}-{number}"
+                began = clock()
+                report = cameo_bench.run_once(scaled(scenario, multiplier), queries, policy, broker, folder,
+                                              log=lambda _m: None)
+                durations.append(clock() - began)
+                shutil.rmtree(folder / "work", ignore_errors=True)  # checkpoints: the report is what counts
+                table = cameo_bench.summarize({policy: [report]}, scenario, queries)["policies"][policy]
+                probe = judge(multiplier, table, scenario, queries)
+                probes[policy].append(probe)
+                worst = "-" if probe.worst_attainment is None else f"{probe.worst_attainment:.1%}"
+                log(f"           {'kept every SLA' if probe.ok else 'missed'}: worst {probe.worst_query} {worst}")
+    finally:
+        broker.stop()
+    result: dict[str, Any] = {
+        "scenario": scenario.name,
+        "policies": {
+            policy: {
+                "capacity": capacity(found),
+                "bracket": [bracket(found).low, bracket(found).high],
+                "probes": [{"multiplier": p.multiplier, "ok": p.ok, "worst_query": p.worst_query,
+                            "worst_attainment": p.worst_attainment, "rows": p.rows} for p in found],
+            }
+            for policy, found in probes.items()
+        },
+        "elapsed_s": round(clock() - started, 1),
+        "max_minutes": max_minutes,
+        "stopped": stopped,
+    }
+    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out / "summary.txt").write_text(render(result) + "\n")
+    plot(result, out)
+    return result
