@@ -27,6 +27,8 @@ class Probe:
     worst_query: str = ""
     worst_attainment: float | None = None
     rows: int = 0
+    bottleneck: str | None = None
+    """The worst query's critical-path bottleneck in the probe (SnailTrail), as its status names it."""
 
 
 @dataclass(frozen=True, slots=True)

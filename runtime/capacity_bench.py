@@ -40,7 +40,7 @@ def scaled(scenario: cameo_bench.Scenario, multiplier: float) -> cameo_bench.Sce
 
 
 def judge(multiplier: float, table: dict[str, Any], scenario: cameo_bench.Scenario,
-          queries: list[StreamingQuery]) -> Probe:
+          queries: list[StreamingQuery], report: dict[str, Any] | None = None) -> Probe:
     """One probe's verdict from its per-query figures (`bench.summarize`'s table for one policy).
 
     A query without a measured row (it fell so far behind that nothing it produced was measured)
@@ -55,7 +55,8 @@ def judge(multiplier: float, table: dict[str, Any], scenario: cameo_bench.Scenar
         ok = ok and attainment >= needed
         if attainment - needed < worst_margin:
             worst_key, worst_margin, worst_attainment = query.key, attainment - needed, attainment
-    return Probe(multiplier, ok, worst_key, worst_attainment, rows)
+    bottleneck = ((report or {}).get("queries", {}).get(worst_key) or {}).get("bottleneck")
+    return Probe(multiplier, ok, worst_key, worst_attainment, rows, bottleneck)
 
 
 def ratio(numerator: float, denominator: float) -> str:
@@ -72,8 +73,12 @@ def render(result: dict[str, Any]) -> str:
         low, high = entry["bracket"]
         shown = f"[{'-' if low is None else low}, {'-' if high is None else high}]"
         above = [p for p in entry["probes"] if not p["ok"] and high is not None and p["multiplier"] == high]
-        worst = f"{above[0]['worst_query']} {above[0]['worst_attainment']:.1%}" if above and above[0]["worst_attainment"] is not None \
-            else (above[0]["worst_query"] if above else "")
+        worst = ""
+        if above:
+            first = above[0]
+            shown_attainment = "" if first["worst_attainment"] is None else f" {first['worst_attainment']:.1%}"
+            limit = f" (bottleneck: {first['bottleneck']})" if first.get("bottleneck") else ""
+            worst = f"{first['worst_query']}{shown_attainment}{limit}"
         lines.append(f"{policy:8} {entry['capacity']:>8.3g} {shown:>16} {len(entry['probes']):>6}  {worst}")
     lines.append("")
     policies = result["policies"]
@@ -150,10 +155,11 @@ def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float,
                 durations.append(clock() - began)
                 shutil.rmtree(folder / "work", ignore_errors=True)  # checkpoints: the report is what counts
                 table = cameo_bench.summarize({policy: [report]}, scenario, queries)["policies"][policy]
-                probe = judge(multiplier, table, scenario, queries)
+                probe = judge(multiplier, table, scenario, queries, report)
                 probes[policy].append(probe)
                 worst = "-" if probe.worst_attainment is None else f"{probe.worst_attainment:.1%}"
-                log(f"           {'kept every SLA' if probe.ok else 'missed'}: worst {probe.worst_query} {worst}")
+                log(f"           {'kept every SLA' if probe.ok else 'missed'}: worst {probe.worst_query} {worst}"
+                    + (f", bottleneck: {probe.bottleneck}" if probe.bottleneck else ""))
     finally:
         broker.stop()
     result: dict[str, Any] = {
@@ -163,7 +169,8 @@ def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float,
                 "capacity": capacity(found),
                 "bracket": [bracket(found).low, bracket(found).high],
                 "probes": [{"multiplier": p.multiplier, "ok": p.ok, "worst_query": p.worst_query,
-                            "worst_attainment": p.worst_attainment, "rows": p.rows} for p in found],
+                            "worst_attainment": p.worst_attainment, "rows": p.rows, "bottleneck": p.bottleneck}
+                           for p in found],
             }
             for policy, found in probes.items()
         },

@@ -33,7 +33,7 @@ def test_two_probes_write_the_contract_files(tmp_path: Path) -> None:
     probes = entry["probes"]
     assert len(probes) == 2
     for probe in probes:
-        assert set(probe) == {"multiplier", "ok", "worst_query", "worst_attainment", "rows"}
+        assert {"multiplier", "ok", "worst_query", "worst_attainment", "rows"} <= set(probe)
         assert probe["worst_query"] in ("payments/fraud-alerts", "analytics/merchant-stats")
         assert probe["rows"] > 0
     first, second = probes

@@ -136,7 +136,8 @@ def test_a_probe_passes_only_when_every_query_keeps_its_class_threshold() -> Non
     critical = next(q.key for q, s in zip(queries, base.queries, strict=True) if s.critical)
     bulk = next(q.key for q, s in zip(queries, base.queries, strict=True) if not s.critical)
     table = {critical: {"attainment": 0.992, "rows": 10}, bulk: {"attainment": 0.96, "rows": 90}}
-    assert judge(1.0, table, base, queries) == Probe(1.0, True, critical, 0.992, 100)
+    report = {"queries": {critical: {"bottleneck": "waiting for cores"}}}
+    assert judge(1.0, table, base, queries, report) == Probe(1.0, True, critical, 0.992, 100, "waiting for cores")
     table[critical]["attainment"] = 0.985  # 98.5% is enough for bulk, not for critical
     probe = judge(1.0, table, base, queries)
     assert not probe.ok and probe.worst_query == critical
@@ -150,7 +151,8 @@ def test_the_summary_gives_capacities_and_ratios() -> None:
         "scenario": "s", "elapsed_s": 600.0, "stopped": "every search ended",
         "policies": {
             "fifo": {"capacity": 0.5, "bracket": [0.5, 0.707], "probes": [
-                {"multiplier": 0.707, "ok": False, "worst_query": "a/b", "worst_attainment": 0.9, "rows": 5}]},
+                {"multiplier": 0.707, "ok": False, "worst_query": "a/b", "worst_attainment": 0.9, "rows": 5,
+                 "bottleneck": "walCommit"}]},
             "fair": {"capacity": 0.0, "bracket": [None, 0.125], "probes": []},
             "cameo": {"capacity": 1.41, "bracket": [1.41, 1.6], "probes": []},
         },
@@ -158,7 +160,7 @@ def test_the_summary_gives_capacities_and_ratios() -> None:
     text = render(result)
     assert "cameo/fifo: 2.82x" in text
     assert "cameo/fair: n/a" in text
-    assert "a/b 90.0%" in text
+    assert "a/b 90.0% (bottleneck: walCommit)" in text
 
 
 def test_bad_policies_get_one_sentence() -> None:
