@@ -469,6 +469,41 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str) -> None:
     click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/latency.png, {out}/cdf.png")
 
 
+def _counts(value: str, option: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        counts = ()
+    if not counts or any(c < 1 for c in counts) or list(counts) != sorted(set(counts)):
+        click.echo(f"{option}: give ascending whole numbers of queries, e.g. 1,10,50 (got {value!r}).", err=True)
+        sys.exit(1)
+    return counts
+
+
+@bench.command("density")
+@click.option("--counts", default="1,10,50,100,200,400", show_default=True,
+              help="Queries in the shared pool at each step (ascending); stops after the first step that breaks an SLA.")
+@click.option("--per-app", default="1,5,10", show_default=True, help="Applications of one query each, compared.")
+@click.option("--warmup", type=click.FloatRange(5, 3600), default=45, show_default=True, help="Seconds before each step's window.")
+@click.option("--window", type=click.FloatRange(5, 3600), default=60, show_default=True, help="Measured seconds per step.")
+@click.option("--out", type=click.Path(file_okay=False), default="bench/out/density", show_default=True,
+              help="Writes results.json, summary.txt and density.png here.")
+def bench_density(counts: str, per_app: str, warmup: float, window: float, out: str) -> None:
+    """How many tenants' queries one pool holds with every SLA kept, and memory per query against one app each."""
+    from sluice.runtime import density_bench
+    from sluice.testing.kafka import KafkaUnavailable
+
+    options = density_bench.Options(counts=_counts(counts, "--counts"), per_app=_counts(per_app, "--per-app"),
+                                    warmup=warmup, window=window)
+    try:
+        result = density_bench.run(options, Path(out), log=lambda m: click.echo(m, err=True))
+    except (KafkaUnavailable, RuntimeError) as error:
+        click.echo(str(error), err=True)
+        sys.exit(1)
+    click.echo(density_bench.render(result))
+    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/density.png")
+
+
 @bench.command("capacity")
 @click.option("--scenario", type=click.Path(dir_okay=False), required=True, help="Scenario YAML (see bench/scenarios/).")
 @click.option("--policies", default="fifo,fair,cameo", show_default=True, help="Policies whose capacity is searched.")

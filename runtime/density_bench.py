@@ -1,0 +1,390 @@
+"""`sluice bench density`: how many tenants' queries one pool holds with every SLA kept, and what a
+query costs there against one Spark application per query (the spark-operator model).
+
+Shared: one pool runtime (`python -m sluice.runtime`, local Spark, cameo, its control API) receives
+queries through the control API in steps (N = 1, 10, 50, ...); the queries of earlier steps keep
+running, as a pool fills up. Each query reads its own Kafka topic at a low rate. After each step's
+warm-up the queries' statuses give the attainment and p99 over the runtime's latency window, and
+the runtime's process group (Python and its JVM) its RSS and CPU over that window. The steps stop
+after the first one at which an SLA breaks (critical < 99% or bulk < 95% of rows within SLA).
+
+Per application: for N = 1, 5, 10, N runtimes each host one query (fifo: a lone query needs no
+scheduler) and their process groups' RSS and CPU are divided by N.
+
+The mix, by query index i: every tenth query is a critical filter (SLA 2 s); the others are bulk,
+half of them windowed aggregations (SLA 1-5 min), half filters (SLA 30 s); rates 10-50 events/s.
+No query sets `spec.trigger`: the runtime chooses each interval from its SLA.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import threading
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sluice.api.constants import API_VERSION
+
+from .capacity_bench import BULK_ATTAINMENT, CRITICAL_ATTAINMENT
+
+TENANTS = 20
+PER_APP = (1, 5, 10)
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Options:
+    counts: tuple[int, ...] = (1, 10, 50, 100, 200, 400)
+    per_app: tuple[int, ...] = PER_APP
+    warmup: float = 45.0
+    """Seconds after a step's last query runs before its window starts."""
+    window: float = 60.0
+    """Measured seconds per step (the runtime's latency window is 60 s)."""
+
+
+def is_critical(i: int) -> bool:
+    return i % 10 == 0
+
+
+def manifest(i: int, bootstrap: str, topic: str) -> dict[str, Any]:
+    """Query i of the mix (see the module's docstring)."""
+    tenant = f"tenant-{i % TENANTS:02d}"
+    spec: dict[str, Any] = {
+        "pool": "density",
+        "source": {"type": "kafka", "bootstrapServers": bootstrap, "topic": topic, "startingOffsets": "latest",
+                   "schema": "key STRING, seq BIGINT, produced_at TIMESTAMP, amount DOUBLE"},
+        "sink": {"type": "noop"},
+    }
+    if is_critical(i):
+        spec["pipeline"] = [{"filter": "amount > 900"}, {"select": ["key", "seq", "amount"]}]
+        spec["sla"] = {"latencyTarget": "2s"}
+    elif i % 2 == 0:
+        spec["pipeline"] = [{"watermark": {"column": "produced_at", "delay": "5s"}},
+                            {"window": {"column": "produced_at", "size": "30s"}},
+                            {"groupBy": ["window", "key"]},
+                            {"aggregate": [{"fn": "count", "name": "n"}, {"fn": "sum", "column": "amount"}]}]
+        spec["sla"] = {"latencyTarget": f"{60 * (1 + i % 5)}s"}
+        spec["resources"] = {"shufflePartitions": 2}
+    else:
+        spec["pipeline"] = [{"filter": "amount > 500"}, {"select": ["key", "amount"]}]
+        spec["sla"] = {"latencyTarget": "30s"}
+    return {"apiVersion": API_VERSION, "kind": "StreamingQuery",
+            "metadata": {"name": f"q{i:04d}", "namespace": tenant}, "spec": spec}
+
+
+def rate(i: int) -> float:
+    """Events per second for query i: 10 to 50."""
+    return float(10 + (i * 7) % 41)
+
+
+# ---------------------------------------------------------------- measuring a process group
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _tree(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(_children(p))
+    return out
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process and its descendants (MB)."""
+    total = 0
+    for p in _tree(pid):
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and its descendants."""
+    total = 0
+    for p in _tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / TICKS
+
+
+# ---------------------------------------------------------------- load for many topics
+
+@dataclass
+class Load:
+    """One producer paces every topic at its own rate (a thread per topic would not scale to 400)."""
+
+    bootstrap: str
+    rates: dict[str, float] = field(default_factory=dict)
+    stop: threading.Event = field(default_factory=threading.Event)
+    sent: int = 0
+
+    def add(self, topic: str, per_second: float) -> None:
+        self.rates = {**self.rates, topic: per_second}
+
+    def run(self) -> None:
+        import random
+
+        from confluent_kafka import Producer
+
+        from sluice.testing.load import iso_ms
+
+        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 20, "acks": "1"})
+        started: dict[str, tuple[float, int]] = {}
+        rng = random.Random(7)
+        while not self.stop.is_set():
+            now = time.time()
+            for topic, per_second in self.rates.items():
+                begun, done = started.setdefault(topic, (now, 0))
+                due = int((now - begun) * per_second)
+                for seq in range(done, due):
+                    event = {"key": f"k{seq % 50}", "seq": seq, "produced_at": iso_ms(time.time()),
+                             "amount": round(rng.random() * 1000, 2)}
+                    producer.produce(topic, json.dumps(event).encode(), timestamp=int(time.time() * 1000))
+                self.sent += max(due - done, 0)
+                started[topic] = (begun, max(due, done))
+            producer.poll(0)
+            self.stop.wait(0.05)
+        producer.flush(10)
+
+
+# ---------------------------------------------------------------- the steps
+
+def _scrape_series(url: str) -> int:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as answer:
+        text = answer.read().decode()
+    return sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def summarize_step(statuses: dict[str, Any], critical: set[str]) -> dict[str, Any]:
+    """Worst attainment and p99 per class from the queries' statuses (pure)."""
+    def figures(keys: list[str]) -> tuple[float | None, float | None]:
+        if not keys:
+            return None, None
+        attainments = [statuses[k].attainment if statuses[k].attainment is not None else 0.0 for k in keys]
+        p99s = [statuses[k].p99_ms for k in keys if statuses[k].p99_ms is not None]
+        return min(attainments), (max(p99s) if p99s else None)
+
+    crit = [k for k in statuses if k in critical]
+    bulk = [k for k in statuses if k not in critical]
+    worst_critical, p99_critical = figures(crit)
+    worst_bulk, p99_bulk = figures(bulk)
+    held = (worst_critical is None or worst_critical >= CRITICAL_ATTAINMENT) and \
+        (worst_bulk is None or worst_bulk >= BULK_ATTAINMENT) and \
+        all(s.phase == "Running" for s in statuses.values())
+    return {"worst_critical_attainment": worst_critical, "worst_bulk_attainment": worst_bulk,
+            "critical_p99_ms": p99_critical, "bulk_p99_ms": p99_bulk, "held": held}
+
+
+def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str, Any]]:
+    from sluice.scheduler.bench import core_decision_seconds
+    from sluice.testing.runtime_process import RuntimeProcess
+
+    runtime = RuntimeProcess(out / "shared")
+    (out / "shared").mkdir(parents=True, exist_ok=True)
+    runtime.start()
+    load = Load(broker.bootstrap)
+    producer = threading.Thread(target=load.run, daemon=True)
+    producer.start()
+    rows: list[dict[str, Any]] = []
+    critical: set[str] = set()
+    try:
+        added = 0
+        for n in options.counts:
+            last_add = 0.0
+            for i in range(added, n):
+                topic = broker.create_topic(f"density-{i:04d}", partitions=1)
+                body = manifest(i, broker.bootstrap, topic)
+                key = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+                if is_critical(i):
+                    critical.add(key)
+                began = time.monotonic()
+                runtime.register(body)
+                namespace, name = key.split("/")
+                while (status := runtime.status(namespace, name)) is None or status.phase == "Pending":
+                    if time.monotonic() - began > 300:
+                        raise RuntimeError(f"query {key} was still not started after 300 s")
+                    time.sleep(0.1)
+                last_add = time.monotonic() - began
+                load.add(topic, rate(i))
+            added = n
+            log(f"N={n}: added (the last in {last_add:.1f} s); warming up {options.warmup:.0f} s")
+            time.sleep(options.warmup)
+            cpu0, wall0, batches0 = cpu_seconds(runtime.proc.pid), time.monotonic(), _batches(runtime)
+            time.sleep(options.window)
+            cpu1, wall1 = cpu_seconds(runtime.proc.pid), time.monotonic()
+            statuses = asyncio.run(runtime.client.queries())
+            batches1 = sum(s.batches for s in statuses.values())
+            row = {
+                "queries": n, **summarize_step(statuses, critical),
+                "driver_rss_mb": round(rss_mb(runtime.proc.pid), 1),
+                "driver_cores": round((cpu1 - cpu0) / (wall1 - wall0), 3),
+                "batches_per_s": round((batches1 - batches0) / (wall1 - wall0), 2),
+                "decision_us": round(core_decision_seconds(n, rounds=2000) * 1e6, 2),
+                "metric_series": _scrape_series(runtime.url),
+                "add_last_query_s": round(last_add, 2),
+            }
+            rows.append(row)
+            log(f"N={n}: worst critical {_pct(row['worst_critical_attainment'])}, worst bulk "
+                f"{_pct(row['worst_bulk_attainment'])}, RSS {row['driver_rss_mb']:.0f} MB, "
+                f"{row['driver_cores']:.2f} cores, {row['batches_per_s']:.1f} batches/s")
+            if not row["held"]:
+                log(f"N={n}: an SLA broke; no larger N is tried")
+                break
+    finally:
+        load.stop.set()
+        producer.join(30)
+        runtime.stop()
+    return rows
+
+
+def _batches(runtime: Any) -> int:
+    return sum(s.batches for s in asyncio.run(runtime.client.queries()).values())
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def per_app(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str, Any]]:
+    """N applications of one query each: memory and CPU per query."""
+    from sluice.testing.runtime_process import RuntimeProcess
+
+    rows = []
+    for n in options.per_app:
+        load = Load(broker.bootstrap)
+        producer = threading.Thread(target=load.run, daemon=True)
+        producer.start()
+        runtimes = []
+        try:
+            for i in range(n):
+                folder = out / f"app-{n}-{i}"
+                folder.mkdir(parents=True, exist_ok=True)
+                runtime = RuntimeProcess(folder)
+                runtime.start()
+                runtimes.append(runtime)
+                topic = broker.create_topic(f"per-app-{n}-{i}", partitions=1)
+                body = manifest(i, broker.bootstrap, topic)
+                body["spec"]["pool"] = f"app-{i}"
+                runtime.register(body)
+                load.add(topic, rate(i))
+            time.sleep(options.warmup)
+            pids = [r.proc.pid for r in runtimes]
+            cpu0, wall0 = sum(cpu_seconds(p) for p in pids), time.monotonic()
+            time.sleep(options.window)
+            cpu1, wall1 = sum(cpu_seconds(p) for p in pids), time.monotonic()
+            rss = sum(rss_mb(p) for p in pids)
+            row = {"queries": n, "rss_mb_per_query": round(rss / n, 1),
+                   "cores_per_query": round((cpu1 - cpu0) / (wall1 - wall0) / n, 3)}
+            rows.append(row)
+            log(f"per app, N={n}: {row['rss_mb_per_query']:.0f} MB and {row['cores_per_query']:.3f} cores per query")
+        finally:
+            load.stop.set()
+            producer.join(30)
+            for runtime in runtimes:
+                runtime.stop()
+    return rows
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = [f"{'N':>5} {'worst crit':>10} {'worst bulk':>10} {'crit p99':>9} {'bulk p99':>9} {'RSS MB':>7} "
+             f"{'cores':>6} {'batch/s':>7} {'decide µs':>9} {'series':>7} {'add N-th':>8}"]
+    for r in result["shared"]:
+        def ms(v: float | None) -> str:
+            return "-" if v is None else f"{v / 1000:.1f}s"
+
+        lines.append(f"{r['queries']:>5} {_pct(r['worst_critical_attainment']):>10} {_pct(r['worst_bulk_attainment']):>10} "
+                     f"{ms(r['critical_p99_ms']):>9} {ms(r['bulk_p99_ms']):>9} {r['driver_rss_mb']:>7.0f} "
+                     f"{r['driver_cores']:>6.2f} {r['batches_per_s']:>7.1f} {r['decision_us']:>9.1f} "
+                     f"{r['metric_series']:>7} {r['add_last_query_s']:>7.1f}s")
+    lines.append("")
+    for r in result["per_app"]:
+        lines.append(f"one application per query, N={r['queries']}: {r['rss_mb_per_query']:.0f} MB, "
+                     f"{r['cores_per_query']:.3f} cores per query")
+    shared_rows = [r for r in result["shared"] if r["queries"] == result["capacity_queries"]]
+    if shared_rows and result["per_app"] and result["capacity_queries"] > 0:
+        per_query = shared_rows[0]["driver_rss_mb"] / shared_rows[0]["queries"]
+        app = max(r["rss_mb_per_query"] for r in result["per_app"])
+        lines.append(f"shared pool at N={result['capacity_queries']}: {per_query:.1f} MB per query "
+                     f"({app / per_query:.1f}x below one application per query)")
+    lines.append(f"capacity: {result['capacity_queries']} queries with every SLA kept")
+    return "\n".join(lines)
+
+
+def plot(result: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["shared"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
+    ns = [r["queries"] for r in rows]
+    left.plot(ns, [100 * (r["worst_critical_attainment"] or 0) for r in rows], marker="o", label="worst critical")
+    left.plot(ns, [100 * (r["worst_bulk_attainment"] or 0) for r in rows], marker="s", label="worst bulk")
+    left.axhline(100 * CRITICAL_ATTAINMENT, color="grey", linestyle=":")
+    left.axhline(100 * BULK_ATTAINMENT, color="grey", linestyle="--")
+    left.set_xscale("log")
+    left.set_xlabel("queries in the pool")
+    left.set_ylabel("rows within SLA (%)")
+    left.legend()
+    right.plot(ns, [r["driver_rss_mb"] / r["queries"] for r in rows], marker="o", label="shared pool")
+    for r in result["per_app"]:
+        right.scatter([r["queries"]], [r["rss_mb_per_query"]], color="red", marker="x")
+    right.scatter([], [], color="red", marker="x", label="one application per query")
+    right.set_xscale("log")
+    right.set_yscale("log")
+    right.set_xlabel("queries")
+    right.set_ylabel("RSS per query (MB)")
+    right.legend()
+    fig.suptitle(f"Density: {result['capacity_queries']} queries held with every SLA kept")
+    fig.tight_layout()
+    fig.savefig(out / "density.png", dpi=110)
+    plt.close(fig)
+
+
+def run(options: Options, out: Path, log: Any = print) -> dict[str, Any]:
+    from sluice.testing.kafka import KafkaBroker
+
+    out.mkdir(parents=True, exist_ok=True)
+    for scratch in ("kafka", "shared", *(p.name for p in out.glob("app-*"))):
+        shutil.rmtree(out / scratch, ignore_errors=True)
+    broker = KafkaBroker(out / "kafka").start()
+    started = time.monotonic()
+    try:
+        shared_rows = shared(options, broker, out, log)
+        app_rows = per_app(options, broker, out, log)
+    finally:
+        broker.stop()
+    held = [r["queries"] for r in shared_rows if r["held"]]
+    result = {"shared": shared_rows, "per_app": app_rows, "capacity_queries": max(held) if held else 0,
+              "options": asdict(options), "elapsed_s": round(time.monotonic() - started, 1)}
+    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out / "summary.txt").write_text(render(result) + "\n")
+    plot(result, out)
+    return result
+
