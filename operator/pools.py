@@ -40,15 +40,6 @@ def pool_model(body: Any) -> StreamingPool:
     return resource
 
 
-async def pool_runtime(pool: str) -> tuple[RuntimeClient, dict[str, Any]] | None:
-    """The client of a pool's runtime and the pool, or None if the pool or its token is gone."""
-    pool_body = await asyncio.to_thread(kube.get_pool, pool)
-    token = await asyncio.to_thread(kube.read_token, pool) if pool_body else None
-    if pool_body is None or token is None:
-        return None
-    return RuntimeClient(runtime_url(pool_body, settings.current().namespace), token), pool_body
-
-
 @kopf.on.resume(GROUP, VERSION, POOLS)
 @kopf.on.create(GROUP, VERSION, POOLS)
 @kopf.on.update(GROUP, VERSION, POOLS)

@@ -16,11 +16,11 @@ from sluice.api.manifest import ManifestErrors, load_query
 from sluice.api.pool import StreamingPool
 from sluice.api.query import StreamingQuery
 
-from . import kube, metrics, settings
+from . import kube, metrics, settings, snapshots
 from .admission import Admission, Held, Ledger, admit, is_admitted, set_condition
 from .builders import runtime_url
 from .display import latency_text, percent_text
-from .pools import pool_model, pool_runtime
+from .pools import pool_model
 from .runtime_client import RuntimeClient, RuntimeRefused, RuntimeUnreachable
 from .timefmt import now_rfc3339
 
@@ -31,9 +31,10 @@ _ADMITTING: dict[tuple[str, str], asyncio.Lock] = {}
 
 
 def start_admissions() -> None:
-    """A fresh ledger and locks for an operator run (its own event loop)."""
+    """A fresh ledger, locks and pool snapshots for an operator run (its own event loop)."""
     LEDGER.clear()
     _ADMITTING.clear()
+    snapshots.reset()
 
 
 def ready(conditions: list[dict[str, Any]], phase: str, message: str, pool: str, generation: int | None
@@ -125,7 +126,7 @@ async def deregister_query(body: kopf.Body, name: str, namespace: str | None, re
     # status said Admitted left a registration behind that only this call removes (the chaos tier
     # found it); a query the runtime does not host answers 404, which is done
     pool = body["spec"].get("pool")
-    found = await pool_runtime(pool)
+    found = await snapshots.read(pool)
     if found is None:
         return  # nothing left to deregister from
     runtime = found[0]
@@ -172,24 +173,28 @@ async def sync_query(body: kopf.Body, name: str, namespace: str | None, meta: ko
     namespace = namespace or "default"
     if not is_admitted(dict(body)):
         return
-    found = await pool_runtime(body["spec"].get("pool"))
-    if found is None:
+    snapshot = await snapshots.snapshot(body["spec"].get("pool"))
+    if snapshot is None:
         return
-    runtime, pool_body = found
-    try:
-        status = await runtime.status(namespace, name)
-    except RuntimeUnreachable:
+    runtime, pool_body = snapshot.runtime, snapshot.pool_body
+    if snapshot.refused:
+        return
+    if snapshot.statuses is None:
         patch.status["schedulerMode"] = "unknown"
         return
-    except RuntimeRefused:
-        return
+    status = snapshot.statuses.get(f"{namespace}/{name}")
     if status is None:
-        # the runtime answers but does not host the query: its driver restarted (a new pod, or the
-        # old one rescheduled). Register it again; it resumes from its checkpoint.
-        await _reregister(body, name, namespace, runtime, pool_body, patch)
-        return
-    patch.status["phase"] = status.phase
-    patch.status["message"] = status.message
+        # not in the pool's snapshot: registered after it was read, or its driver restarted (a new
+        # pod, or the old one rescheduled); asked alone, a runtime that does not host it gets it
+        # again, and it resumes from its checkpoint
+        try:
+            status = await runtime.status(namespace, name)
+        except (RuntimeUnreachable, RuntimeRefused):
+            return
+        if status is None:
+            await _reregister(body, name, namespace, runtime, pool_body, patch)
+            return
+    update: dict[str, Any] = {"phase": status.phase, "message": status.message}
     overload = next((c for c in (pool_body.get("status") or {}).get("conditions") or []
                      if c.get("type") == "Overloaded"), None)
     overloaded = overload is not None and overload.get("status") == "True" and status.input_rate > 0
@@ -199,28 +204,36 @@ async def sync_query(body: kopf.Body, name: str, namespace: str | None, meta: ko
         conditions, "Overloaded", overloaded, "PoolOverloaded" if overloaded else "WithinCapacity",
         f"pool '{pool_name}' is overloaded: {overload['message']}" if overloaded and overload else
         f"pool '{pool_name}' carries the measured demand.", now_rfc3339(), meta.get("generation"))
-    patch.status["conditions"] = ready(conditions, status.phase, status.message, pool_name, meta.get("generation"))
+    update["conditions"] = ready(conditions, status.phase, status.message, pool_name, meta.get("generation"))
     if overloaded and overload and not status.message:
-        patch.status["message"] = f"pool '{pool_name}' is overloaded: {overload['message']}"
+        update["message"] = f"pool '{pool_name}' is overloaded: {overload['message']}"
     if status.p50_ms is not None and status.p99_ms is not None:
-        patch.status["latency"] = {"p50Ms": status.p50_ms, "p99Ms": status.p99_ms, "p99": latency_text(status.p99_ms)}
+        update["latency"] = {"p50Ms": status.p50_ms, "p99Ms": status.p99_ms, "p99": latency_text(status.p99_ms)}
     if status.attainment is not None:
-        patch.status["slaAttainment"] = round(status.attainment, 4)
-        patch.status["attainment"] = percent_text(status.attainment)
+        update["slaAttainment"] = round(status.attainment, 4)
+        update["attainment"] = percent_text(status.attainment)
         metrics.attainment(namespace, name, status.attainment)
-    patch.status["inputRate"] = round(status.input_rate, 2)
-    patch.status["processingRate"] = round(status.processing_rate, 2)
-    patch.status["batches"] = status.batches
-    patch.status["rows"] = status.rows
-    patch.status["schedulerMode"] = status.scheduler
+    update["inputRate"] = round(status.input_rate, 2)
+    update["processingRate"] = round(status.processing_rate, 2)
+    update["batches"] = status.batches
+    update["rows"] = status.rows
+    update["schedulerMode"] = status.scheduler
     if status.kafka_lag is not None:
-        patch.status["kafkaLag"] = status.kafka_lag
+        update["kafkaLag"] = status.kafka_lag
     if status.producer_rate is not None:
-        patch.status["producerRate"] = round(status.producer_rate, 2)
-    patch.status["bottleneck"] = status.bottleneck
-    patch.status["batchIntervalMs"] = status.interval_ms
-    patch.status["batchIntervalReason"] = status.interval_reason
-    patch.status["execution"] = status.execution
-    patch.status["executionReason"] = status.execution_reason
-    patch.status["reservedSlots"] = status.reserved_slots
+        update["producerRate"] = round(status.producer_rate, 2)
+    update["bottleneck"] = status.bottleneck
+    update["batchIntervalMs"] = status.interval_ms
+    update["batchIntervalReason"] = status.interval_reason
+    update["execution"] = status.execution
+    update["executionReason"] = status.execution_reason
+    update["reservedSlots"] = status.reserved_slots
     metrics.phase(namespace, name, status.phase)
+    for key, value in changed((body.get("status") or {}), update).items():
+        patch.status[key] = value
+
+
+def changed(current: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """The fields of `update` that differ from `current`: a status that did not move is not written
+    (no PATCH at all when nothing did)."""
+    return {key: value for key, value in update.items() if current.get(key) != value}
