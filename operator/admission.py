@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sluice.api.files import FilesOutsideRoot, confine_query
+from sluice.api.manifest import ManifestErrors, load_query
 from sluice.api.pool import StreamingPool
 from sluice.api.query import KafkaSource, StreamingQuery
+from sluice.scheduler.density import Batching, density_problem, sla_interval
 from sluice.scheduler.execution import mode_of, reservation_problem, reserved_slots
 
 
@@ -47,6 +49,10 @@ class Ledger:
         if admitted:
             self._admitted.setdefault((namespace, pool), set()).add(name)
 
+    def on_pool(self, pool: str) -> set[tuple[str, str]]:
+        """(namespace, name) of the queries this operator admitted to `pool`."""
+        return {(ns, name) for (ns, p), names in self._admitted.items() if p == pool for name in names}
+
     def forget(self, namespace: str, name: str) -> None:
         """The query is gone (or moved): it no longer counts anywhere."""
         for (ns, _), names in self._admitted.items():
@@ -73,9 +79,47 @@ class Held:
                    int(query_status.get("reservedSlots") or 0))
 
 
-def admit(query: StreamingQuery, pool: StreamingPool | None, others_admitted: int, held: Held | None = None) -> Admission:
+def batching(query: StreamingQuery, status: Mapping[str, Any] | None = None) -> Batching:
+    """How often `query` batches, as its driver sees it: its status' interval once it runs, else
+    the predicted one (`density.sla_interval`); 0 for a suspended or Real-time query."""
+    status = status or {}
+    key = f"{query.tenant}/{query.metadata.name}"
+    if query.spec.suspend or (status.get("execution") or mode_of(query).mode) == "realTime":
+        return Batching(key, 0.0)
+    if status.get("batchIntervalMs"):
+        return Batching(key, float(status["batchIntervalMs"]) / 1000)
+    spec = query.spec
+    trigger = spec.trigger.interval.seconds if spec.trigger is not None else None
+    windowed = any(step.window is not None for step in spec.pipeline)
+    delay = max((step.watermark.delay.seconds for step in spec.pipeline if step.watermark is not None), default=0.0)
+    return Batching(key, sla_interval(spec.sla.latencyTarget.seconds, trigger, delay if windowed else 0.0))
+
+
+def batchings(bodies: Iterable[Mapping[str, Any]]) -> list[Batching]:
+    """`batching` of listed StreamingQuery objects; one that does not parse counts as none (its
+    own admission says why)."""
+    out = []
+    for body in bodies:
+        status = body.get("status") or {}
+        meta = body.get("metadata") or {}
+        if status.get("batchIntervalMs") and not (body.get("spec") or {}).get("suspend") \
+                and status.get("execution") != "realTime":  # the common case, without parsing the manifest
+            out.append(Batching(f"{meta.get('namespace')}/{meta.get('name')}", float(status["batchIntervalMs"]) / 1000))
+            continue
+        try:
+            query = load_query({k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body})
+        except ManifestErrors:
+            continue
+        out.append(batching(query, status))
+    return out
+
+
+def admit(query: StreamingQuery, pool: StreamingPool | None, others_admitted: int, held: Held | None = None,
+          kept: Iterable[Batching] = (), status: Mapping[str, Any] | None = None) -> Admission:
     """May `query` run on its pool? `others_admitted`: admitted queries of its namespace on that
-    pool; `held`: the pool's reserved slots (a Real-time query must leave the micro-batch ones)."""
+    pool; `held`: the pool's reserved slots (a Real-time query must leave the micro-batch ones);
+    `kept`: the pool's other admitted queries (the driver must carry their batches and this
+    one's); `status`: the query's own status (its measured interval, once it runs)."""
     name, namespace = query.spec.pool, query.tenant
     if pool is None:
         return Admission(False, "PoolNotFound",
@@ -100,6 +144,9 @@ def admit(query: StreamingQuery, pool: StreamingPool | None, others_admitted: in
                                       held.reserved, wanted, held.micro_batch)
         if problem is not None:
             return Admission(False, "TaskSlotsReserved", f"{problem[0].upper()}{problem[1:-1]} (retrying).", retry=True)
+    crowded = density_problem(name, pool.spec.driver.cores, kept, batching(query, status))
+    if crowded is not None:
+        return Admission(False, "DriverFull", f"{crowded[0].upper()}{crowded[1:-1]} (retrying).", retry=True)
     return Admission(True, "Admitted", f"admitted to pool '{name}'.")
 
 

@@ -17,7 +17,7 @@ from sluice.api.pool import StreamingPool
 from sluice.api.query import StreamingQuery
 
 from . import kube, metrics, settings, snapshots
-from .admission import Admission, Held, Ledger, admit, is_admitted, set_condition
+from .admission import Admission, Held, Ledger, admit, batchings, is_admitted, set_condition
 from .builders import runtime_url
 from .display import latency_text, percent_text
 from .pools import pool_model
@@ -27,7 +27,8 @@ from .timefmt import now_rfc3339
 MANIFEST_KEYS = ("apiVersion", "kind", "metadata", "spec")
 LEDGER = Ledger()
 """Admissions this operator made that a query's status may not show yet (see `Ledger`)."""
-_ADMITTING: dict[tuple[str, str], asyncio.Lock] = {}
+_ADMITTING: dict[str, asyncio.Lock] = {}
+"""One admission at a time per pool: quotas and the driver's density are counted over its queries."""
 
 
 def start_admissions() -> None:
@@ -55,11 +56,15 @@ async def _admission(body: kopf.Body, name: str, ns: str) -> tuple[StreamingQuer
     pool_body = await asyncio.to_thread(kube.get_pool, query.spec.pool)
     pool: StreamingPool | None = pool_model(pool_body) if pool_body else None
     held = Held.of((pool_body or {}).get("status"), body.get("status"))
-    async with _ADMITTING.setdefault((ns, query.spec.pool), asyncio.Lock()):
-        listed = {q["metadata"]["name"] for q in await asyncio.to_thread(kube.list_queries, ns)
-                  if q["spec"].get("pool") == query.spec.pool and is_admitted(q)}
-        decision = admit(query, pool, LEDGER.others(ns, query.spec.pool, name, listed), held)
-        LEDGER.record(ns, query.spec.pool, name, decision.admitted and pool_body is not None)
+    pool_name = query.spec.pool
+    async with _ADMITTING.setdefault(pool_name, asyncio.Lock()):
+        on_pool = [q for q in await asyncio.to_thread(kube.list_queries) if q["spec"].get("pool") == pool_name]
+        listed = {q["metadata"]["name"] for q in on_pool if q["metadata"].get("namespace") == ns and is_admitted(q)}
+        ledger = LEDGER.on_pool(pool_name)
+        kept = batchings(q for q in on_pool if (q["metadata"].get("namespace"), q["metadata"]["name"]) != (ns, name)
+                         and (is_admitted(q) or (q["metadata"].get("namespace"), q["metadata"]["name"]) in ledger))
+        decision = admit(query, pool, LEDGER.others(ns, pool_name, name, listed), held, kept, body.get("status"))
+        LEDGER.record(ns, pool_name, name, decision.admitted and pool_body is not None)
     return query, pool_body, decision
 
 

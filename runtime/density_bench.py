@@ -46,6 +46,8 @@ class Options:
     """Seconds after a step's last query runs before its window starts."""
     window: float = 60.0
     """Measured seconds per step (the runtime's latency window is 60 s)."""
+    conf: tuple[str, ...] = ()
+    """Spark settings (KEY=VALUE) for the shared pool's runtime."""
 
 
 def is_critical(i: int) -> bool:
@@ -204,7 +206,7 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
     from sluice.scheduler.bench import core_decision_seconds
     from sluice.testing.runtime_process import RuntimeProcess
 
-    runtime = RuntimeProcess(out / "shared")
+    runtime = RuntimeProcess(out / "shared", conf=options.conf)
     (out / "shared").mkdir(parents=True, exist_ok=True)
     runtime.start()
     load = Load(broker.bootstrap)
@@ -332,6 +334,8 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"shared pool at N={result['capacity_queries']}: {per_query:.1f} MB per query "
                      f"({app / per_query:.1f}x below one application per query)")
     lines.append(f"capacity: {result['capacity_queries']} queries with every SLA kept")
+    if (result.get("options") or {}).get("conf"):
+        lines.append(f"shared runtime's Spark settings besides the defaults: {', '.join(result['options']['conf'])}")
     return "\n".join(lines)
 
 

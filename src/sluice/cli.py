@@ -483,18 +483,26 @@ def _counts(value: str, option: str) -> tuple[int, ...]:
 @bench.command("density")
 @click.option("--counts", default="1,10,50,100,200,400", show_default=True,
               help="Queries in the shared pool at each step (ascending); stops after the first step that breaks an SLA.")
-@click.option("--per-app", default="1,5,10", show_default=True, help="Applications of one query each, compared.")
+@click.option("--per-app", default="1,5,10", show_default=True,
+              help="Applications of one query each, compared; 'none' skips them (a shared-pool-only run).")
 @click.option("--warmup", type=click.FloatRange(5, 3600), default=45, show_default=True, help="Seconds before each step's window.")
 @click.option("--window", type=click.FloatRange(5, 3600), default=60, show_default=True, help="Measured seconds per step.")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/density", show_default=True,
               help="Writes results.json, summary.txt and density.png here.")
-def bench_density(counts: str, per_app: str, warmup: float, window: float, out: str) -> None:
+@click.option("--conf", multiple=True, metavar="KEY=VALUE",
+              help="A Spark setting for the shared pool's runtime (repeatable): to measure one change against the default.")
+def bench_density(counts: str, per_app: str, warmup: float, window: float, out: str, conf: tuple[str, ...]) -> None:
     """How many tenants' queries one pool holds with every SLA kept, and memory per query against one app each."""
     from sluice.runtime import density_bench
     from sluice.testing.kafka import KafkaUnavailable
 
-    options = density_bench.Options(counts=_counts(counts, "--counts"), per_app=_counts(per_app, "--per-app"),
-                                    warmup=warmup, window=window)
+    bad = [c for c in conf if "=" not in c or not c.split("=", 1)[0].startswith("spark.")]
+    if bad:
+        click.echo(f"--conf: give a Spark setting as spark.KEY=VALUE (got {bad[0]!r}).", err=True)
+        sys.exit(1)
+    options = density_bench.Options(counts=_counts(counts, "--counts"),
+                                    per_app=() if per_app.strip() == "none" else _counts(per_app, "--per-app"),
+                                    warmup=warmup, window=window, conf=conf)
     try:
         result = density_bench.run(options, Path(out), log=lambda m: click.echo(m, err=True))
     except (KafkaUnavailable, RuntimeError) as error:

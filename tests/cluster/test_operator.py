@@ -123,7 +123,10 @@ def open_world(plane: ControlPlane, spark: Any, checkpoints: Path, **env: str) -
 def world(crds_installed: ControlPlane, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     with open_world(crds_installed, spark, Path(tmp_path_factory.mktemp("ck"))) as world:
         port = free_port()
-        world.apply(pool("shared", port, allowedNamespaces=["team-a", "team-b"], quotas={"team-b": {"maxQueries": 1, "weight": 3}}))
+        # the loopback runtime's Spark has two local cores: its driver is given both (several of
+        # these tests' 500 ms queries run at once, more than one driver core's batches)
+        world.apply(pool("shared", port, allowedNamespaces=["team-a", "team-b"], quotas={"team-b": {"maxQueries": 1, "weight": 3}},
+                         driver={"cores": 2}))
         world.serve_pool_runtime("shared", port)
         yield world
 
@@ -218,6 +221,22 @@ def test_prometheus_scrapes_the_operator_and_the_stuck_query_alert_fires(world: 
         assert not any(query == "one" for _, query, _ in names)  # a Running query is not stuck
         reconciles = prom.query('sum(sluice_operator_reconciles_total{kind="StreamingQuery",result="ok"})')
         assert float(reconciles[0]["value"][1]) >= 2  # team-a/fast and team-b/one registered
+
+
+def test_a_query_the_driver_cannot_carry_waits_until_another_leaves(world: World) -> None:
+    port = free_port()
+    world.apply(pool("narrow", port))  # one driver core: 0.6 of it for a query batching every 200 ms
+    world.serve_pool_runtime("narrow", port)
+    world.apply(query("first", "team-a", pool_name="narrow", trigger={"interval": "200ms"}))
+    wait_for(lambda: "team-a/first" in world.host.queries, what="the first query on the narrow pool")
+    world.apply(query("second", "team-a", pool_name="narrow", trigger={"interval": "200ms"}))
+    c = wait_for(lambda: (c := condition(world.get("sq", "second", "team-a"), "Admitted")) and c["reason"] == "DriverFull" and c,
+                 what="DriverFull")
+    assert c["status"] == "False" and "Pool 'narrow' driver would need 1.20 cores" in c["message"]
+    assert "team-a/second" not in world.host.queries
+    world.plane.kubectl("delete", "sq", "first", "-n", "team-a", "--wait=true", "--timeout=60s")
+    wait_for(lambda: "team-a/second" in world.host.queries, timeout=60, what="the second query once the first left")
+    world.plane.kubectl("delete", "sq", "second", "-n", "team-a", "--wait=true", "--timeout=60s")
 
 
 def test_missing_pool_waits_then_registers_when_it_appears(world: World) -> None:
