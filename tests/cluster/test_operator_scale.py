@@ -7,6 +7,11 @@ not asserted (run with `-s`; the figures go to `operator-scale.json` in the test
 folder too): the time from apply until each query is Running (p50/p99), the operator's RSS, and
 the apiserver requests per second and per query status sync over a steady window, read from the
 apiserver's own `apiserver_request_total`.
+
+Opt in (`pytest -m scale tests/cluster/test_operator_scale.py`): its one run here (2026-11-25,
+beside a Go build) did not get all 200 queries Running within pytest's 600 s limit, with the
+runtime's 200 queries on the test process's local[2] Spark; it stays out of `make test` until
+it completes.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from sluice.testing.controlplane import ControlPlane, free_port
 from sluice.testing.processes import spawn, stop
 from sluice.testing.waiting import wait_for
 
-pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.scale, pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
 
 SYSTEM = "sluice-scale"
 POOL = "dense"
