@@ -249,6 +249,9 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                 "decision_us": round(core_decision_seconds(n, rounds=2000) * 1e6, 2),
                 "metric_series": _scrape_series(runtime.url),
                 "add_last_query_s": round(last_add, 2),
+                "per_query": {k: {"phase": s.phase, "attainment": s.attainment, "p99_ms": s.p99_ms,
+                                  "batches": s.batches, "rows": s.rows, "output_rows": s.output_rows, "interval_ms": s.interval_ms,
+                                  "message": s.message} for k, s in sorted(statuses.items())},
             }
             rows.append(row)
             log(f"N={n}: worst critical {_pct(row['worst_critical_attainment'])}, worst bulk "

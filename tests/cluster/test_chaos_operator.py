@@ -64,6 +64,10 @@ class Chaos:
         return sum("Handler '" in (self.logs / f"operator-{n}.log").read_text(errors="replace")
                    for n in range(1, self.starts + 1))
 
+    def handled_now(self) -> int:
+        """Handler results (succeeded, failed, to be retried) the running operator has logged."""
+        return (self.logs / f"operator-{self.starts}.log").read_text(errors="replace").count("Handler '")
+
     def kill_operator(self) -> None:
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(30)
@@ -142,7 +146,13 @@ def test_an_operator_killed_at_random_points_converges(chaos: Chaos, chaos_round
             else:
                 chaos.kubectl("delete", "streamingquery", name, "-n", namespace, "--wait=false", "--ignore-not-found")
                 done.append(f"{round_}: delete {namespace}/{name}")
-        time.sleep(rng.uniform(0.05, 2.0))  # somewhere in the operator's handling of what just changed
+        # somewhere in the operator's handling of what just changed: after 0-3 of its handlers have
+        # finished (counted, not timed: on a busy 2-core node its first handler can take 3 s), then
+        # a random moment more
+        after, limit = rng.randint(0, 3), time.monotonic() + 15  # fewer objects than that: killed at the limit
+        while chaos.handled_now() < after and time.monotonic() < limit:
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.05, 2.0) if after == 0 else rng.uniform(0.0, 0.5))
         chaos.kill_operator()
         chaos.start_operator()
     what = f"seed {chaos_seed}, {kills} kills, operations: {done[-12:]}"
