@@ -42,6 +42,7 @@ from .hosted import HostedQuery, query_spec
 from .kafka_check import kafka_problem
 from .kafka_lag import kafka_position
 from .latency import GRID, BatchLatency, LatencyWindow, Summary, batch_latency
+from .listener import listen
 from .megaphone import StatefulQuery
 from .metrics import LatencyCollector, LatencySnapshot, Metrics
 from .pipeline import OBSERVED, build, spark_name
@@ -575,33 +576,6 @@ def _between_batches(handle: Any, timeout: float = 5.0) -> None:
             time.sleep(0.005)
     except Exception:  # a query that failed meanwhile: stop it anyway
         return
-
-
-def listen(spark: Any, on_progress: Callable[[str, Any], None] | None = None,
-           on_started: Callable[[str], None] | None = None, on_idle: Callable[[str], None] | None = None) -> Any:
-    """Attach a StreamingQueryListener calling back with (query name, progress), (query name) and,
-    for a query with no new data, (Spark's query id)."""
-    from pyspark.sql.streaming.listener import StreamingQueryListener
-
-    class Listener(StreamingQueryListener):
-        def onQueryStarted(self, event: Any) -> None:
-            if on_started is not None:
-                on_started(str(event.name))
-
-        def onQueryProgress(self, event: Any) -> None:
-            if on_progress is not None:
-                on_progress(event.progress.name, event.progress)
-
-        def onQueryIdle(self, event: Any) -> None:
-            if on_idle is not None:
-                on_idle(str(event.id))
-
-        def onQueryTerminated(self, event: Any) -> None:
-            return None
-
-    listener = Listener()
-    spark.streams.addListener(listener)
-    return listener
 
 
 def _confine_real(path: str, namespace: str, root: str) -> None:

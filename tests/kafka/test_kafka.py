@@ -111,7 +111,7 @@ def test_a_pending_query_starts_once_however_many_ask(kafka_spark: Any, broker: 
                                                       caplog: pytest.LogCaptureFixture) -> None:
     """Retries once ran unlocked from several threads: each started the query, every start but
     one failed ("already active"), and the query showed Failed until the last one returned."""
-    from sluice.runtime.host import listen
+    from sluice.runtime.listener import listen
     from sluice.runtime.pipeline import spark_name
 
     started: list[str] = []
