@@ -67,6 +67,11 @@ class QueryStatus(Answer):
     """Share of output rows within the SLA over the latency window."""
     attainment_total: float | None = None
     """The same since the query started (the run report's figure)."""
+    measured_rows: float = 0.0
+    """Output rows whose latency was measured since the query started (a benchmark's step
+    attainment is the difference of two readings of this and `rows_within`)."""
+    rows_within: float = 0.0
+    """Of those, the rows within the SLA."""
     rows: int = 0
     """Input rows."""
     output_rows: int = 0

@@ -4,8 +4,10 @@ query costs there against one Spark application per query (the spark-operator mo
 Shared: one pool runtime (`python -m sluice.runtime`, local Spark, cameo, its control API) receives
 queries through the control API in steps (N = 1, 10, 50, ...); the queries of earlier steps keep
 running, as a pool fills up. Each query reads its own Kafka topic at a low rate. After each step's
-warm-up the queries' statuses give the attainment and p99 over the runtime's latency window, and
-the runtime's process group (Python and its JVM) its RSS and CPU over that window. The steps stop
+warm-up, two readings of the queries' statuses, a window apart (at least `--window`, and at least
+two of the slowest query's intervals), give each query's attainment over the rows it output in
+between (its cumulative measured and within-SLA rows), the p99 over the runtime's 60 s latency
+window, and the runtime's process group (Python and its JVM) its RSS and CPU. The steps stop
 after the first one at which an SLA breaks (critical < 99% or bulk < 95% of rows within SLA).
 
 Per application: for N = 1, 5, 10, N runtimes each host one query (fifo: a lone query needs no
@@ -45,7 +47,7 @@ class Options:
     warmup: float = 45.0
     """Seconds after a step's last query runs before its window starts."""
     window: float = 60.0
-    """Measured seconds per step (the runtime's latency window is 60 s)."""
+    """Measured seconds per step, at least (two of the slowest query's intervals if longer)."""
     conf: tuple[str, ...] = ()
     """Spark settings (KEY=VALUE) for the shared pool's runtime."""
 
@@ -182,24 +184,36 @@ def _scrape_series(url: str) -> int:
     return sum(1 for line in text.splitlines() if line and not line.startswith("#"))
 
 
-def summarize_step(statuses: dict[str, Any], critical: set[str]) -> dict[str, Any]:
-    """Worst attainment and p99 per class from the queries' statuses (pure)."""
-    def figures(keys: list[str]) -> tuple[float | None, float | None]:
-        if not keys:
-            return None, None
-        attainments = [statuses[k].attainment if statuses[k].attainment is not None else 0.0 for k in keys]
-        p99s = [statuses[k].p99_ms for k in keys if statuses[k].p99_ms is not None]
-        return min(attainments), (max(p99s) if p99s else None)
+def step_attainment(before: Any, after: Any) -> float | None:
+    """Share of the rows a query output between two readings of its status that kept the SLA
+    (pure). None when it output no measured rows but did run batches (a filter that passed
+    nothing, a window not yet closed: nothing to judge); 0.0 when it ran no batch at all (stuck)."""
+    rows = after.measured_rows - (before.measured_rows if before else 0.0)
+    if rows > 0:
+        return float((after.rows_within - (before.rows_within if before else 0.0)) / rows)
+    return None if after.batches > (before.batches if before else 0) else 0.0
 
-    crit = [k for k in statuses if k in critical]
-    bulk = [k for k in statuses if k not in critical]
+
+def summarize_step(before: dict[str, Any], after: dict[str, Any], critical: set[str]) -> dict[str, Any]:
+    """Worst attainment over the step (between the readings `before` and `after`) and p99 per
+    class (pure). A query with nothing to judge in the step does not count toward its class."""
+    attained = {k: step_attainment(before.get(k), s) for k, s in after.items()}
+
+    def figures(keys: list[str]) -> tuple[float | None, float | None]:
+        judged = [a for k in keys if (a := attained[k]) is not None]
+        p99s = [after[k].p99_ms for k in keys if after[k].p99_ms is not None]
+        return (min(judged) if judged else None), (max(p99s) if p99s else None)
+
+    crit = [k for k in after if k in critical]
+    bulk = [k for k in after if k not in critical]
     worst_critical, p99_critical = figures(crit)
     worst_bulk, p99_bulk = figures(bulk)
     held = (worst_critical is None or worst_critical >= CRITICAL_ATTAINMENT) and \
         (worst_bulk is None or worst_bulk >= BULK_ATTAINMENT) and \
-        all(s.phase == "Running" for s in statuses.values())
+        all(s.phase == "Running" for s in after.values())
     return {"worst_critical_attainment": worst_critical, "worst_bulk_attainment": worst_bulk,
-            "critical_p99_ms": p99_critical, "bulk_p99_ms": p99_bulk, "held": held}
+            "critical_p99_ms": p99_critical, "bulk_p99_ms": p99_bulk, "held": held,
+            "unjudged": sorted(k for k, a in attained.items() if a is None)}
 
 
 def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str, Any]]:
@@ -236,13 +250,18 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
             added = n
             log(f"N={n}: added (the last in {last_add:.1f} s); warming up {options.warmup:.0f} s")
             time.sleep(options.warmup)
-            cpu0, wall0, batches0 = cpu_seconds(runtime.proc.pid), time.monotonic(), _batches(runtime)
-            time.sleep(options.window)
+            before = asyncio.run(runtime.client.queries())
+            # at least two of the slowest query's intervals: a query batching every 60 s has
+            # nothing to judge in a 60 s window half the time
+            window = max(options.window, 2 * max((s.interval_ms or 0.0) / 1000 for s in before.values()))
+            cpu0, wall0, batches0 = cpu_seconds(runtime.proc.pid), time.monotonic(), sum(s.batches for s in before.values())
+            log(f"N={n}: measuring {window:.0f} s")
+            time.sleep(window)
             cpu1, wall1 = cpu_seconds(runtime.proc.pid), time.monotonic()
             statuses = asyncio.run(runtime.client.queries())
             batches1 = sum(s.batches for s in statuses.values())
             row = {
-                "queries": n, **summarize_step(statuses, critical),
+                "queries": n, **summarize_step(before, statuses, critical), "window_s": round(window, 1),
                 "driver_rss_mb": round(rss_mb(runtime.proc.pid), 1),
                 "driver_cores": round((cpu1 - cpu0) / (wall1 - wall0), 3),
                 "batches_per_s": round((batches1 - batches0) / (wall1 - wall0), 2),
@@ -250,6 +269,7 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                 "metric_series": _scrape_series(runtime.url),
                 "add_last_query_s": round(last_add, 2),
                 "per_query": {k: {"phase": s.phase, "attainment": s.attainment, "p99_ms": s.p99_ms,
+                                  "step_attainment": step_attainment(before.get(k), s),
                                   "batches": s.batches, "rows": s.rows, "output_rows": s.output_rows, "interval_ms": s.interval_ms,
                                   "message": s.message} for k, s in sorted(statuses.items())},
             }
@@ -265,10 +285,6 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
         producer.join(30)
         runtime.stop()
     return rows
-
-
-def _batches(runtime: Any) -> int:
-    return sum(s.batches for s in asyncio.run(runtime.client.queries()).values())
 
 
 def _pct(value: float | None) -> str:

@@ -172,6 +172,7 @@ class HostedQuery:
             p50_ms=_ms(summary.p50), p99_ms=_ms(summary.p99), max_ms=_ms(summary.maximum),
             sla_ms=self.spec.latency_target * 1000,
             attainment=summary.attainment, attainment_total=self.window.overall_attainment(),
+            measured_rows=float(self.window.all_rows), rows_within=round(self.window.all_within, 3),
             rows=self.input_rows, output_rows=self.output_rows, batches=self.batches,
             input_rate=self.input_rate, processing_rate=self.processing_rate,
             kafka_lag=self.offsets.lag, producer_rate=self.offsets.producer_rate,

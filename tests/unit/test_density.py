@@ -7,7 +7,13 @@ from click.testing import CliRunner
 from sluice.api.manifest import load_query
 from sluice.api.runtime import QueryStatus
 from sluice.cli import main
-from sluice.runtime.density_bench import is_critical, manifest, rate, summarize_step
+from sluice.runtime.density_bench import (
+    is_critical,
+    manifest,
+    rate,
+    step_attainment,
+    summarize_step,
+)
 
 
 def test_the_mix_is_valid_and_as_described() -> None:
@@ -24,24 +30,39 @@ def test_the_mix_is_valid_and_as_described() -> None:
     assert len({q.key for q in queries}) == 200 and len({q.tenant for q in queries}) == 20
 
 
-def status(phase: str, attainment: float | None, p99: float | None) -> QueryStatus:
-    return QueryStatus(phase=phase, sla_ms=1000, attainment=attainment, p99_ms=p99)  # type: ignore[arg-type]
+def status(phase: str, measured: float, within: float, batches: int, p99: float | None = None) -> QueryStatus:
+    return QueryStatus(phase=phase, sla_ms=1000, measured_rows=measured, rows_within=within, batches=batches,  # type: ignore[arg-type]
+                       p99_ms=p99)
 
 
-def test_a_step_holds_only_when_both_classes_keep_their_share() -> None:
-    statuses = {"a/crit": status("Running", 0.995, 1500.0), "b/bulk": status("Running", 0.96, 20_000.0),
-                "c/bulk": status("Running", 1.0, 9_000.0)}
-    step = summarize_step(statuses, {"a/crit"})
+def test_a_step_is_judged_on_the_rows_output_between_two_readings() -> None:
+    # before the step: the critical query had missed everything, which the step does not inherit
+    before = {"a/crit": status("Running", 100, 0, 10), "b/bulk": status("Running", 50, 50, 5),
+              "c/bulk": status("Running", 0, 0, 2)}
+    after = {"a/crit": status("Running", 300, 199, 30, 1500.0), "b/bulk": status("Running", 150, 146, 9, 20_000.0),
+             "c/bulk": status("Running", 100, 100, 4, 9_000.0)}
+    assert step_attainment(before["a/crit"], after["a/crit"]) == 199 / 200
+    step = summarize_step(before, after, {"a/crit"})
     assert step == {"worst_critical_attainment": 0.995, "worst_bulk_attainment": 0.96,
-                    "critical_p99_ms": 1500.0, "bulk_p99_ms": 20_000.0, "held": True}
-    statuses["a/crit"] = status("Running", 0.985, 2500.0)  # enough for bulk, not for critical
-    assert not summarize_step(statuses, {"a/crit"})["held"]
-    statuses["a/crit"] = status("Running", 1.0, 900.0)
-    statuses["c/bulk"] = status("Running", None, None)  # nothing measured: nothing kept
-    step = summarize_step(statuses, {"a/crit"})
+                    "critical_p99_ms": 1500.0, "bulk_p99_ms": 20_000.0, "held": True, "unjudged": []}
+    after["a/crit"] = status("Running", 300, 197, 30, 2500.0)  # 98.5%: enough for bulk, not for critical
+    assert not summarize_step(before, after, {"a/crit"})["held"]
+
+
+def test_a_query_with_nothing_to_judge_is_left_out_and_a_stuck_one_fails_its_class() -> None:
+    before = {"a/crit": status("Running", 10, 10, 10), "c/bulk": status("Running", 7, 7, 3)}
+    # c ran batches but output nothing measured (a window not yet closed): not judged
+    after = {"a/crit": status("Running", 20, 20, 20), "c/bulk": status("Running", 7, 7, 5)}
+    step = summarize_step(before, after, {"a/crit"})
+    assert step["worst_bulk_attainment"] is None and step["unjudged"] == ["c/bulk"] and step["held"]
+    # c ran no batch at all in the step: stuck, which counts as nothing kept
+    after["c/bulk"] = status("Running", 7, 7, 3)
+    step = summarize_step(before, after, {"a/crit"})
     assert step["worst_bulk_attainment"] == 0.0 and not step["held"]
-    statuses["c/bulk"] = status("Failed", 1.0, 10.0)
-    assert not summarize_step(statuses, {"a/crit"})["held"]
+    # a query added during the step has no earlier reading: judged from its start
+    assert step_attainment(None, status("Running", 4, 3, 2)) == 0.75
+    after["c/bulk"] = status("Failed", 9, 9, 6)
+    assert not summarize_step(before, after, {"a/crit"})["held"]
 
 
 def test_bad_counts_get_one_sentence() -> None:
