@@ -29,10 +29,15 @@ class LocalScheduler:
         self._cond = threading.Condition()
         self._granted: dict[tuple[str, int], Grant] = {}
 
-    def _pump(self) -> None:
-        for grant in self.core.dispatch(self.clock()):
+    def _pump(self, wake: bool = False) -> None:
+        """Dispatch, and wake the waiting threads only if a batch was granted (or `wake`): a waiter
+        woken for nothing pumps again, and with every wake-up waking all the others, two held
+        batches kept each other spinning (measured: 0.7 of the 2 cores with ten queries)."""
+        granted = self.core.dispatch(self.clock())
+        for grant in granted:
             self._granted[(grant.query, grant.batch_id)] = grant
-        self._cond.notify_all()
+        if granted or wake:
+            self._cond.notify_all()
 
     def register(self, spec: QuerySpec) -> bool:
         with self._cond:
@@ -44,7 +49,7 @@ class LocalScheduler:
             self.core.unregister(key)
             for pending in [k for k in self._granted if k[0] == key]:
                 del self._granted[pending]
-            self._pump()
+            self._pump(wake=True)  # its own waiting batch must see that it is gone
         return True
 
     def dispatch(self, request: BatchRequest, completed: Sequence[Completion] = ()) -> Grant:

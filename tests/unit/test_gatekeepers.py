@@ -140,3 +140,33 @@ def test_a_reservation_travels_to_the_scheduler_and_one_it_cannot_hold_is_refuse
     with pytest.raises(SchedulerError, match="would reserve 1 of the 3 slots with 2 already reserved"):
         gate.register(QuerySpec("rt/other", "rt", 0.1, reserved_slots=1))
     assert gate.unregister("rt/filter") and gated.core.reserved == 0
+
+
+def test_waiting_batches_do_not_wake_each_other_for_nothing(gated: Gated) -> None:
+    """Two batches waiting for a taken slot: the scheduler looks again on its own clock (a 1 s
+    idle look), not every time the other waiter does. Each wake-up woke every waiter once, which
+    pumped and woke the others again: the held batches spun on the GIL (0.7 cores, 10 queries)."""
+    gate, core = gated.gate, gated.core
+    for key in ("x/holder", "a/one", "b/two"):
+        gate.register(QuerySpec(key, key.split("/")[0], 5.0))
+    gate.dispatch(BatchRequest("x/holder", 1))  # takes the only slot
+    grants: list[Grant] = []
+    waiting = [_ask(gated, BatchRequest(key, 1), grants) for key in ("a/one", "b/two")]
+    wait_for(lambda: core.pending_count() == 2, 10, "both batches to wait", every=0.005)
+    looks = [0]
+    dispatch = core.dispatch
+
+    def counted(now: float) -> list[Grant]:
+        looks[0] += 1
+        return dispatch(now)
+
+    core.dispatch = counted  # type: ignore[method-assign]
+    time.sleep(1.0)  # what is under test is what the waiters do while nothing happens
+    assert looks[0] <= 10, f"the scheduler dispatched {looks[0]} times in 1 s with nothing changing"
+    assert grants == []
+    gate.complete("x/holder", [Completion("x/holder", 1, seconds=0.1)])
+    wait_for(lambda: len(grants) == 1, 10, "the freed slot to be granted")
+    gate.complete(grants[0].query, [Completion(grants[0].query, 1, seconds=0.1)])
+    for thread in waiting:
+        thread.join(10)
+    assert sorted(g.query for g in grants) == ["a/one", "b/two"]
