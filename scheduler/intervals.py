@@ -20,8 +20,10 @@ cannot be kept at this rate on these executors: the interval that keeps up is ch
 reason says so.
 
 Online, `next_interval` adds hysteresis so a query does not flap between intervals (changing one
-restarts the query): an interval that has become unsafe shrinks at once; otherwise the interval
-moves only when the new choice differs by more than `band`.
+restarts the query): an interval that has become unsafe shrinks at once, to the interval whose
+worst case fits `SHRINK_MARGIN x SLA` (headroom: shrinking only to the edge left the next
+measurement a few percent over it, and the pool's bulk queries restarted every 30-60 s for 2%
+steps); otherwise the interval moves only when the new choice differs by more than `band`.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ COMMIT_PRIOR = 0.05
 START_CAP = 1.0
 """Seconds: the longest interval a query starts with, before any of its batches is measured (an
 unknown rate would otherwise look like no load, and a loose SLA like a license for huge batches)."""
+SHRINK_MARGIN = 0.7
+"""Share of the SLA an interval shrunk for safety is chosen at (below MARGIN, so it is not unsafe
+again at the next measurement's noise)."""
 BAND = 0.25
 """Hysteresis: a safe interval changes only for a choice more than 25% away."""
 
@@ -139,8 +144,11 @@ def next_interval(current: float | None, sla: float, costs: Costs, delay: float 
     if current is None:
         return choice
     safe = worst_case(current, costs, delay) <= MARGIN * sla
-    if not safe or not choice.keeps_sla:
+    if not choice.keeps_sla:
         return choice if abs(choice.interval - current) > 1e-9 else Choice(current, choice.reason, choice.keeps_sla)
+    if not safe:
+        roomy = choose(sla, costs, delay, SHRINK_MARGIN)
+        return roomy if roomy.keeps_sla else choice
     if abs(choice.interval - current) <= band * current:
         return Choice(current, f"keeping {current * 1000:.0f} ms: it still fits the {sla * 1000:.0f} ms SLA and the "
                                f"best choice ({choice.interval * 1000:.0f} ms) is within {band:.0%} of it.")

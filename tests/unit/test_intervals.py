@@ -56,7 +56,14 @@ def test_hysteresis_keeps_a_safe_interval_and_fixes_an_unsafe_one_at_once() -> N
     assert kept.interval == 1.3 and "keeping 1300 ms" in kept.reason
     assert next_interval(0.5, 2.0, costs).interval == pytest.approx(1.392, abs=1e-3)  # safe but far: move
     assert worst_case(1.5, costs) > 1.6
-    assert next_interval(1.5, 2.0, costs).interval == pytest.approx(1.392, abs=1e-3)  # unsafe, though within 25%
+    # unsafe, though within 25%: shrinks with headroom, to the worst case at 70% of the SLA
+    # ((0.7 x 2.0 - 0.15 - 0.03) / (1 + 20e-6 x 1000) = 1.196 s), not to the 80% edge (1.392 s)
+    shrunk = next_interval(1.5, 2.0, costs)
+    assert shrunk.interval == pytest.approx(1.196, abs=1e-3) and "70%" in shrunk.reason
+    # and stays there when the next measurement is a little worse (the edge would be crossed again)
+    worse = Costs(0.16, 21e-6, 1000, commit=0.035)
+    assert next_interval(shrunk.interval, 2.0, worse).interval == shrunk.interval
+    assert next_interval(1.392, 2.0, worse).interval < 1.392  # what shrinking to the edge led to
 
 
 @given(st.floats(0.3, 300), st.floats(0.0, 1.0), st.floats(0, 50e-6), st.floats(0, 20_000))
