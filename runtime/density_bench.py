@@ -271,6 +271,7 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                 "per_query": {k: {"phase": s.phase, "attainment": s.attainment, "p99_ms": s.p99_ms,
                                   "step_attainment": step_attainment(before.get(k), s),
                                   "batches": s.batches, "rows": s.rows, "output_rows": s.output_rows, "interval_ms": s.interval_ms,
+                                  "bottleneck": s.bottleneck, "critical_path": s.criticalPath,
                                   "message": s.message} for k, s in sorted(statuses.items())},
             }
             rows.append(row)
