@@ -37,7 +37,7 @@ from sluice.scheduler import execution, intervals
 from sluice.scheduler.core import SchedulerError
 
 from . import realtime
-from .gate import FixedPool, Gate, Gatekeeper
+from .gate import FixedPool, Gate, Gatekeeper, with_progress
 from .hosted import HostedQuery, query_spec
 from .kafka_check import kafka_problem
 from .kafka_lag import kafka_position
@@ -459,7 +459,8 @@ class QueryHost:
             if hosted is None:
                 return
             hosted.input_rows += rows
-            timeline = hosted.timeline(int(progress.batchId))
+            timeline_id = int(progress.batchId)
+            timeline = hosted.timeline(timeline_id)
             timeline.rows += rows
             timeline.durations_ms = {k: float(v) for k, v in (progress.durationMs or {}).items()}
             hosted.output_rows += output
@@ -481,6 +482,14 @@ class QueryHost:
             hosted.state_bytes = sum(int(op.memoryUsedBytes or 0) for op in operators)
             labels = query_labels(hosted.query.key)
             rate, state_rows, state_bytes = hosted.input_rate, hosted.state_rows, hosted.state_bytes
+            # the batch's slot frees now that its progress is known, not with the query's next ask:
+            # a query batching every 60 s held its slot a minute after its batch had finished,
+            # and every other batch waited in the gate (the critical path's "gate wait", 52-94%)
+            done, hosted.completions = ([c for c in hosted.completions if c.batch_id <= timeline_id],
+                                        [c for c in hosted.completions if c.batch_id > timeline_id])
+            done = [with_progress(hosted, c) for c in done]
+        if done and self.scheduler is not None:
+            self.scheduler.complete(hosted.query.key, done)
         self.metrics.rows.labels(*labels).inc(rows)
         self.metrics.input_rate.labels(*labels).set(rate)
         self.metrics.state_rows.labels(*labels).set(state_rows)

@@ -23,8 +23,9 @@ from .intervals import COMMIT_PRIOR, FIXED_PRIOR, MIN_INTERVAL, Costs, choose
 DRIVER_SECONDS_PER_BATCH = 0.12
 """Driver CPU seconds per micro-batch of a light query, measured here: a 2-core driver hosting N
 light queries spent 0.5 cores at 4 batches/s and 1.14 cores at about 10 (issue 24's table),
-0.11-0.125 s a batch with plain pyspark. Sluice's runtime measured about 0.6 s a batch in its
-density benchmark (README, Density), so this admits more than a driver carries until it is
+0.11-0.125 s a batch with plain pyspark. Sluice's runtime measured 0.35 CPU s a batch alone in
+its density benchmark (0.28 cores at 0.8 batches/s, Kafka consumers and its own threads
+included; README, Density), so this admits up to about twice what a driver carries until it is
 calibrated on that runtime."""
 
 

@@ -143,6 +143,21 @@ def test_batches_run_in_the_band_the_scheduler_chose(spark: Any, host_factory: A
     assert host.status("pay/urgent").stages.batch in urgent.band_log
 
 
+def test_a_batch_frees_its_slot_when_it_is_done_not_at_the_next_batch(host_factory: Any) -> None:
+    """A query batching every 30 s gives its scheduler slot back within seconds of its batch
+    (when the batch's progress arrives), not 30 s later with its next ask: with one slot, every
+    other query's batches would wait for it (the density benchmark's gate waits)."""
+    core = Scheduler("cameo", capacity=1)
+    host = host_factory(LocalScheduler(core))
+    manifest = query("slow", "t1", {"type": "rate", "rowsPerSecond": 5}, [{"filter": "value >= 0"}],
+                     {"type": "noop"}, sla="120s").model_dump(mode="json", exclude_none=True)
+    manifest["spec"]["trigger"] = {"interval": "30s"}
+    host.add(StreamingQuery.model_validate(manifest))
+    wait_for(lambda: host.status("t1/slow").batches >= 1, 60, "the first batch")
+    wait_for(lambda: core.in_flight == 0, 10, "the finished batch's slot to be free", every=0.05)
+    assert host.status("t1/slow").batches == 1  # freed by this batch, well before the next one
+
+
 def test_gate_delays_a_stateful_batch_and_it_still_commits(host_factory: Any, tmp_path: Path) -> None:
     data = tmp_path / "in"
     core = Scheduler("cameo", capacity=1)
