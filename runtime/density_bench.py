@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.api.constants import API_VERSION
+from sluice.operator.runtime_client import RuntimeUnreachable
 
 from .capacity_bench import BULK_ATTAINMENT, CRITICAL_ATTAINMENT
 
@@ -239,12 +240,19 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                 if is_critical(i):
                     critical.add(key)
                 began = time.monotonic()
-                runtime.register(body)
-                namespace, name = key.split("/")
-                while (status := runtime.status(namespace, name)) is None or status.phase == "Pending":
-                    if time.monotonic() - began > 300:
-                        raise RuntimeError(f"query {key} was still not started after 300 s")
-                    time.sleep(0.1)
+                try:
+                    runtime.register(body)
+                    namespace, name = key.split("/")
+                    while (status := runtime.status(namespace, name)) is None or status.phase == "Pending":
+                        if time.monotonic() - began > 300:
+                            raise RuntimeUnreachable(f"query {key} was still not started after 300 s")
+                        time.sleep(0.1)
+                except RuntimeUnreachable as error:  # a finding, not a crash: the steps end here
+                    stopped = (f"query {i + 1} ({key}) could not be added: the runtime did not answer in time "
+                               f"({error}) with {i} queries running")
+                    log(f"N={n}: {stopped}; no larger N is tried")
+                    rows.append({"queries": n, "added": i, "stopped": stopped, "held": False})
+                    return rows
                 last_add = time.monotonic() - began
                 load.add(topic, rate(i))
             added = n
@@ -336,6 +344,9 @@ def render(result: dict[str, Any]) -> str:
     lines = [f"{'N':>5} {'worst crit':>10} {'worst bulk':>10} {'crit p99':>9} {'bulk p99':>9} {'RSS MB':>7} "
              f"{'cores':>6} {'batch/s':>7} {'decide µs':>9} {'series':>7} {'add N-th':>8}"]
     for r in result["shared"]:
+        if "stopped" in r:
+            lines.append(f"{r['queries']:>5} not reached: {r['stopped']}")
+            continue
         def ms(v: float | None) -> str:
             return "-" if v is None else f"{v / 1000:.1f}s"
 
@@ -365,7 +376,7 @@ def plot(result: dict[str, Any], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = result["shared"]
+    rows = [r for r in result["shared"] if "stopped" not in r]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
     ns = [r["queries"] for r in rows]
     left.plot(ns, [100 * (r["worst_critical_attainment"] or 0) for r in rows], marker="o", label="worst critical")

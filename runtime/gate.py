@@ -4,7 +4,9 @@ Before the batch's action it asks the scheduler for a grant with cheap facts (ro
 the input rate, the oldest event from the previous batch), sets `spark.scheduler.pool` to the
 granted band, runs the sink's write and notes when it completed (`sluice.runtime.measure`).
 Everything else about the batch (its rows, its latency) arrives with its progress, off the batch
-path. The batch's cost report travels with the query's next ask. A batch covered by an earlier
+path. The batch's cost report goes to the scheduler when its progress arrives (the host's
+listener), which frees its slot; one whose progress never came travels with the query's next ask.
+A batch covered by an earlier
 group grant (Drizzle) runs in that grant's band without asking.
 
 A stateful batch may be delayed but never skipped: the gate always runs the action; on shutdown
@@ -120,8 +122,9 @@ class Gate:
             sc.setLocalProperty("spark.scheduler.pool", None)
             sc.setJobDescription(None)
         action = time.perf_counter() - began
-        # each batch reports itself with the next ask (a group's slot frees with its last batch);
-        # its rows and latency are filled in from its progress by then (`with_progress`)
+        # each batch reports itself when its progress arrives, with its rows and latency from it
+        # (`with_progress`; the host's listener), else with the next ask (a group's slot frees
+        # with its last batch)
         done = Completion(query.key, batch_id, action, request.rows, coordination=coordination)
         with self.lock:
             hosted.keep_rows(written.collected)

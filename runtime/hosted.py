@@ -62,7 +62,8 @@ class HostedQuery:
     """Newest production time among the last measured batch's output rows."""
     last_batch_started: float | None = None
     completions: list[Completion] = field(default_factory=list)
-    """Completed batches not yet reported to the scheduler (they travel with the next ask)."""
+    """Completed batches not yet reported to the scheduler (sent when their progress arrives, else
+    with the next ask)."""
     memory: list[dict[str, Any]] = field(default_factory=list)
     bands: dict[str, int] = field(default_factory=dict)
     band_log: dict[int, str] = field(default_factory=dict)
