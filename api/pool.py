@@ -246,6 +246,8 @@ class ScaleUp(Model):
     """Rows per second the pool's queries read before it."""
     targetRate: float = 0.0
     """Rows per second they had to read (producer rates plus lag to drain)."""
+    queries: list[str] = Field(default_factory=list)
+    """The queries then reading: the check compares these only (one started later is not a gain)."""
 
 
 class IneffectiveScaling(Model):

@@ -32,7 +32,8 @@ Anti-flap, as the Flink autoscaler's users expect:
 - a query that has input but no measurement yet blocks a shrink (its demand is unknown);
 - a scale-up made while the pool was behind is checked once the window has passed: if the
   pool's throughput rose by less than `effectiveness` of what the new executors should have
-  added, the scaling was ineffective (a source with few partitions, a driver-bound query). It is
+  added, the scaling was ineffective (a source with few partitions, a driver-bound query). Only the
+  queries reading at the scale-up are compared: one that starts after it is no gain. It is
   recorded and DS2 does not grow the pool past it again until the spec changes or it shrinks.
 """
 
@@ -128,6 +129,9 @@ class ScaleUp:
     to_executors: int
     throughput: float
     target_rate: float
+    queries: tuple[str, ...] = ()
+    """The queries then reading (empty: all). The check compares these only: a query that starts
+    after the scale-up adds throughput the new executors did not make."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,15 +176,26 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _check_scale_up(memory: Memory, throughput: float, target_rate: float, bounds: Bounds, now: float,
+def _throughput(loads: Sequence[QueryLoad]) -> float:
+    return sum(load.input_rate for load in loads if math.isfinite(load.input_rate) and load.input_rate > 0)
+
+
+def _reading(loads: Sequence[QueryLoad]) -> tuple[str, ...]:
+    return tuple(sorted(load.query for load in loads if math.isfinite(load.input_rate) and load.input_rate > 0))
+
+
+def _check_scale_up(memory: Memory, loads: Sequence[QueryLoad], bounds: Bounds, now: float,
                     generation: int, moving: bool = False) -> tuple[Memory, Ineffective | None]:
-    """Once the stabilization window after a scale-up has passed, was it effective? Not judged while
-    state partitions are still moving onto the new executors: until they have, a stateful stage
-    cannot use them."""
+    """Once the stabilization window after a scale-up has passed, was it effective? Judged on the
+    queries that were reading when it was made, and not while state partitions are still moving
+    onto the new executors: until they have, a stateful stage cannot use them."""
     up = memory.scale_up
     if up is None or moving or now - up.time < bounds.stabilization:
         return memory, None
     memory = replace(memory, scale_up=None)
+    if up.queries:
+        loads = [load for load in loads if load.query in up.queries]
+    throughput, target_rate = _throughput(loads), sum(load.target_rate for load in loads)
     behind_before = up.throughput < BEHIND * up.target_rate
     caught_up = throughput >= BEHIND * target_rate
     expected = min(up.target_rate, up.throughput * up.to_executors / max(up.from_executors, 1)) - up.throughput
@@ -219,9 +234,7 @@ def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, mem
             unmeasured.append(load.query)
         else:
             cores += need
-    throughput = sum(load.input_rate for load in loads if math.isfinite(load.input_rate) and load.input_rate > 0)
-    target_rate = sum(load.target_rate for load in loads)
-    memory, found = _check_scale_up(memory, throughput, target_rate, bounds, now, generation, moving)
+    memory, found = _check_scale_up(memory, loads, bounds, now, generation, moving)
     per_executor = max(bounds.cores_per_executor, 1)
     slots = min(cores / bounds.utilization + reserved, 1e9)
     wanted = 0 if slots <= 0 else math.ceil(slots / per_executor - 1e-9)
@@ -248,7 +261,7 @@ def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, mem
             return keep(f"keeping {current}: growing from {blocked.from_executors} to {blocked.to_executors} added "
                         f"{blocked.observed:.0f} rows/s of the {blocked.expected:.0f} expected (ineffective), so the "
                         f"pool does not grow past it until its spec changes.", memory)
-        up = ScaleUp(now, current, target, throughput, target_rate)
+        up = ScaleUp(now, current, target, _throughput(loads), sum(load.target_rate for load in loads), _reading(loads))
         return Decision(target, cores, f"{sized}: growing from {current}.", wanted,
                         replace(memory, last_change=now, scale_up=up), found)
     if target == current:

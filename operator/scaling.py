@@ -70,7 +70,8 @@ def memory(status: Mapping[str, Any]) -> Memory:
         last_change=_epoch((status.get("lastScalingDecision") or {}).get("time")),
         below_since=_epoch(auto.get("scaleDownSince")), below_peak=int(auto.get("scaleDownTo") or 0),
         scale_up=None if not up else ScaleUp(_epoch(up["time"]) or 0.0, up["fromExecutors"], up["toExecutors"],
-                                             float(up["throughput"]), float(up["targetRate"])),
+                                             float(up["throughput"]), float(up["targetRate"]),
+                                             tuple(up.get("queries") or ())),
         ineffective=None if not bad else Ineffective(_epoch(bad["time"]) or 0.0, bad["fromExecutors"], bad["toExecutors"],
                                                      float(bad["expectedRate"]), float(bad["observedRate"]),
                                                      int(bad["generation"])),
@@ -85,7 +86,7 @@ def memory_status(remembered: Memory) -> dict[str, Any]:
         "scaleDownTo": remembered.below_peak,
         "pendingScaleUp": None if up is None else {
             "time": _rfc3339(up.time), "fromExecutors": up.from_executors, "toExecutors": up.to_executors,
-            "throughput": round(up.throughput, 2), "targetRate": round(up.target_rate, 2)},
+            "throughput": round(up.throughput, 2), "targetRate": round(up.target_rate, 2), "queries": list(up.queries)},
         "ineffectiveScaling": None if bad is None else {
             "time": _rfc3339(bad.time), "fromExecutors": bad.from_executors, "toExecutors": bad.to_executors,
             "expectedRate": round(bad.expected, 2), "observedRate": round(bad.observed, 2), "generation": bad.generation},

@@ -142,7 +142,7 @@ def behind(throughput: float, produced: float = 8000) -> list[QueryLoad]:
 def test_an_ineffective_scale_up_is_found_recorded_and_not_repeated() -> None:
     bounds = replace(BOUNDS, stabilization=30.0, max_executors=20)
     grew = decide(behind(1000), current=2, bounds=bounds, now=0.0, generation=7)  # 8 cores at 50%: 8 of 2
-    assert grew.target == 8 and grew.memory.scale_up == ScaleUp(0.0, 2, 8, 1000, 8000)
+    assert grew.target == 8 and grew.memory.scale_up == ScaleUp(0.0, 2, 8, 1000, 8000, ("k",))
     # after the window, throughput rose by 50 rows/s where 3,000 were expected (4x the executors,
     # capped at the 8,000 produced), and the producers now write 12,000 rows/s
     later = decide(behind(1050, 12000), current=8, bounds=bounds, now=31.0, memory=grew.memory, generation=7)
@@ -164,6 +164,18 @@ def test_a_scale_up_is_not_judged_while_state_partitions_still_move_onto_the_new
     assert moving.target == 8 and "state partitions still move" in moving.reason  # and no further step meanwhile
     moved = decide(behind(1050, 12000), 8, bounds, 45.0, moving.memory, generation=7)
     assert moved.ineffective_found is not None  # judged once the moves are done
+
+
+def test_a_query_that_starts_after_a_scale_up_is_not_counted_as_its_gain() -> None:
+    bounds = replace(BOUNDS, stabilization=30.0, max_executors=20)
+    grew = decide(behind(1000), current=2, bounds=bounds, now=0.0)  # k reads 1,000 of 8,000: grows to 8
+    assert grew.memory.scale_up is not None and grew.memory.scale_up.queries == ("k",)
+    # k still reads 1,000; a query started meanwhile reads 2,500 (more than the 300 a tenth of the
+    # 3,000 expected would be): summed, the pool looks helped, but the executors added nothing to k
+    started = QueryLoad("new", 2500, rows=1000, useful_seconds=1, producer_rate=2500)
+    later = decide([*behind(1000), started], current=8, bounds=bounds, now=31.0, memory=grew.memory)
+    found = later.ineffective_found
+    assert found is not None and found.expected == pytest.approx(3000) and found.observed == pytest.approx(0)
 
 
 def test_an_effective_scale_up_is_not_flagged() -> None:
@@ -204,7 +216,7 @@ def test_recommend_mode_changes_nothing_and_says_what_it_would_do() -> None:
 
 def test_memory_survives_the_status_round_trip() -> None:
     remembered = Memory(last_change=None, below_since=1_700_000_000.0, below_peak=3,
-                        scale_up=ScaleUp(1_700_000_010.0, 2, 4, 1000.5, 4000.25))
+                        scale_up=ScaleUp(1_700_000_010.0, 2, 4, 1000.5, 4000.25, ("t/a", "t/b")))
     status = {"autoscaling": scaling.memory_status(remembered)}
     assert scaling.memory(status) == remembered
 
