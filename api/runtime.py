@@ -98,6 +98,8 @@ class QueryStatus(Answer):
     """The micro-batch interval in force."""
     interval_reason: str = ""
     """Why that interval: spec.trigger, or the SLA and the measured batch costs."""
+    interval_restarts: int = 0
+    """Restarts to change the SLA-driven interval since the query was added."""
     execution: str = ""
     """microBatch or realTime (Spark's Real-time Mode), once started."""
     execution_reason: str = ""

@@ -86,6 +86,8 @@ class QueryHost:
         self.retry_every = retry_every
         self.interval_dwell = interval_dwell
         """Seconds a query keeps an SLA-driven interval before it may change (a change restarts it)."""
+        self.passes = 0
+        """Lifecycle checks run (each restarts at most one query for its interval)."""
         self.measure_from = measure_from
         """Batches committed before this wall-clock time are left out of latency figures (warm-up)."""
         self.gate = Gate(spark, gate, fixed_pool or (lambda q: None), self.metrics, self.lock, clock)
@@ -314,29 +316,32 @@ class QueryHost:
         rate = hosted.input_rate or hosted.query.spec.resources.expectedRate or 0.0
         return intervals.Costs(intervals.FIXED_PRIOR, intervals.PER_ROW_PRIOR, rate, 0.0, intervals.COMMIT_PRIOR)
 
-    def _adapt_interval(self, hosted: HostedQuery) -> None:
-        """Restart a query whose SLA-driven interval should change (rarely: hysteresis and a dwell)."""
+    def _adapt_interval(self, hosted: HostedQuery) -> bool:
+        """Restart a query whose SLA-driven interval should change (rarely: hysteresis and a dwell);
+        True if it did."""
         if hosted.query.spec.trigger is not None or hosted.phase != "Running" or hosted.interval is None \
                 or hosted.execution == "realTime":
-            return
+            return False
         key = hosted.query.key
         if self.clock() - hosted.interval_since < self.interval_dwell:
-            return
+            return False
         with self.lock:
             if len(hosted.batch_costs(since=hosted.interval_since)) < 3:
-                return  # too little measured at this interval
+                return False  # too little measured at this interval
             costs = self._costs_of(hosted)
         choice = intervals.next_interval(hosted.interval, hosted.spec.latency_target, costs, self._delay(hosted))
         if abs(choice.interval - hosted.interval) < 1e-3:
             with self.lock:
                 hosted.interval_reason = choice.reason
-            return
+            return False
         log.info("query %s: batch interval %.0f ms -> %.0f ms (%s)", key, hosted.interval * 1000,
                  choice.interval * 1000, choice.reason)
         self._stop(hosted)
         with self.lock:  # _start keeps it: the choice is made
             hosted.interval, hosted.interval_reason, hosted.interval_since = choice.interval, choice.reason, self.clock()
+            hosted.interval_passes.append(self.passes)
         self._start(hosted)
+        return True
 
     def checkpoint(self, key: str) -> Path:
         tenant, name = key.split("/", 1)
@@ -399,6 +404,12 @@ class QueryHost:
             self._stages = None
 
     def _refresh(self) -> None:
+        """Retry Pending queries, notice failed ones, and change at most one query's interval: a
+        restart holds this thread for seconds (the batch in flight, the stop, the new plan), and
+        registrations queue behind it (at 44 queries, many restarts in one check held a new
+        query's registration past a minute)."""
+        self.passes += 1
+        restarted = False
         for hosted in list(self.queries.values()):
             if hosted.phase == "Pending" and hosted.retry_at and self.clock() >= hosted.retry_at:
                 self._start(hosted)
@@ -406,7 +417,8 @@ class QueryHost:
             if handle is not None and hosted.phase == "Running" and not handle.isActive:
                 error = handle.exception()
                 self._set_phase(hosted, "Failed", one_line(error) if error else "the query stopped")
-            self._adapt_interval(hosted)
+            if not restarted:
+                restarted = self._adapt_interval(hosted)
 
     # ------------------------------------------------------------------ what Spark reports
 

@@ -87,6 +87,8 @@ class HostedQuery:
     interval_reason: str = ""
     interval_since: float = 0.0
     """When the query last started with its interval (the next change waits a while)."""
+    interval_passes: list[int] = field(default_factory=list)
+    """The lifecycle checks (by number) in which its interval changed (each change restarts it)."""
     execution: str = ""
     """microBatch or realTime, once started."""
     execution_reason: str = ""
@@ -185,7 +187,7 @@ class HostedQuery:
             criticalPath={label: round(part, 4) for label, part in path.items()},
             bottleneck=bottleneck(path, measured),
             interval_ms=None if self.interval is None else round(self.interval * 1000, 1),
-            interval_reason=self.interval_reason,
+            interval_reason=self.interval_reason, interval_restarts=len(self.interval_passes),
             execution=self.execution, execution_reason=self.execution_reason,
             reserved_slots=self.reserved_slots,
         )

@@ -47,8 +47,15 @@ PER_ROW_PRIOR = 20e-6
 COMMIT_PRIOR = 0.05
 """Seconds of offset commit after the action before any is measured (~27 ms here)."""
 START_CAP = 1.0
-"""Seconds: the longest interval a query starts with, before any of its batches is measured (an
-unknown rate would otherwise look like no load, and a loose SLA like a license for huge batches)."""
+"""Seconds: a query starts at no more than this or START_SHARE of its SLA, whichever is larger,
+before any of its batches is measured (an unknown rate would otherwise look like no load, and a
+loose SLA like a license for huge batches)."""
+START_SHARE = 0.25
+"""Share of the SLA a query may start at: at 1/4 of the SLA, its worst case (interval plus a batch
+of that interval's input) stays within the SLA unless its input needs more than 3 cores, which
+no interval keeps up with here. Starting every loose-SLA query at START_CAP instead made each
+pay a batch a second until measured: 50 queries starting together asked the driver for 50
+batches a second."""
 SHRINK_MARGIN = 0.7
 """Share of the SLA an interval shrunk for safety is chosen at (below MARGIN, so it is not unsafe
 again at the next measurement's noise)."""
@@ -100,12 +107,14 @@ def measured(batches: Sequence[tuple[int, float]], rate: float, queueing: float 
 
 
 def first(sla: float, costs: Costs, delay: float = 0.0) -> Choice:
-    """The interval a query starts with, before its batches are measured: `choose`, at most START_CAP."""
+    """The interval a query starts with, before its batches are measured: `choose`, at most the
+    larger of START_CAP and START_SHARE of the SLA."""
     choice = choose(sla, costs, delay)
-    if choice.interval <= START_CAP:
+    cap = max(START_CAP, START_SHARE * sla)
+    if choice.interval <= cap:
         return choice
-    return Choice(START_CAP, f"{START_CAP * 1000:.0f} ms until its batches are measured: the SLA alone would allow "
-                             f"{choice.interval * 1000:.0f} ms, but the rate and the cost of a batch are not known yet.")
+    return Choice(cap, f"{cap * 1000:.0f} ms until its batches are measured: the SLA alone would allow "
+                       f"{choice.interval * 1000:.0f} ms, but the rate and the cost of a batch are not known yet.")
 
 
 def worst_case(interval: float, costs: Costs, delay: float = 0.0) -> float:

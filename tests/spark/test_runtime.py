@@ -426,7 +426,7 @@ def test_group_grants_let_later_batches_run_without_asking(host_factory: Any, tm
 def test_without_a_trigger_the_interval_comes_from_the_sla_and_adapts_to_measured_costs(host_factory: Any,
                                                                                        tmp_path: Path) -> None:
     data = tmp_path / "in"
-    host = host_factory(LocalScheduler(Scheduler("cameo", capacity=2)), retry_every=0.5, interval_dwell=3.0)
+    host = host_factory(LocalScheduler(Scheduler("cameo", capacity=2)), retry_every=0.5, interval_dwell=5.0)
     # before any batch: Spark's floor (150 ms), the cautious prior per row and the spec's expected rate
     # (40,000 rows/s) give (0.8 x 4 s - 0.15 - 0.05) / (1 + 20e-6 x 40,000) = 1.667 s; unmeasured, a
     # query starts at most at 1 s
@@ -436,21 +436,34 @@ def test_without_a_trigger_the_interval_comes_from_the_sla_and_adapts_to_measure
     hosted = host.add(auto)
     first = host.status("t/auto")
     assert first.interval_ms == 1000 and "the SLA alone would allow 1667 ms" in first.interval_reason
+    # a twin, ready to change in the same lifecycle check: a check restarts one query at most
+    data2 = tmp_path / "in-twin"
+    twin_query = query("twin", "t", files_source(data2), [{"filter": "amount > 0"}], sla="4s")
+    twin_query.spec.trigger = None
+    twin_query.spec.resources.expectedRate = 40_000
+    twin = host.add(twin_query)
+    with host.lock:  # as if both started together: both may change in the same check, after 5 s
+        hosted.interval_since = twin.interval_since = max(hosted.interval_since, twin.interval_since)
     fixed = host.add(query("fixed", "t", files_source(tmp_path / "in2"), [{"filter": "amount > 0"}]))
     assert host.status("t/fixed").interval_ms == 200 and host.status("t/fixed").interval_reason == "spec.trigger sets it."
-    # the measured input is tiny and the batches cheap (well under a second): the best interval grows
-    # past the 25% band, so the query restarts once with it, from its checkpoint, losing nothing
+    # the measured input is tiny (5 rows/s) and the batches cheap (well under a second): the best
+    # interval grows past the 25% band, so the query restarts once with it, from its checkpoint,
+    # losing nothing (at 10-15 rows/s, a batch's cost fitted per row put it near the band's edge)
     for round_ in range(8):
-        write_rows(data, f"{round_}.json", [{"id": round_ * 10 + i, "user": "u", "amount": 1.0,
-                                             "produced_at": iso(time.time())} for i in range(10)])
+        for folder in (data, data2):
+            write_rows(folder, f"{round_}.json", [{"id": round_ * 10 + i, "user": "u", "amount": 1.0,
+                                                   "produced_at": iso(time.time())} for i in range(5)])
         time.sleep(1.0)
-    wait_for(lambda: (hosted.interval or 0) > 1.25, 60, "the interval to follow the measured costs")
-    assert hosted.phase == "Running" and fixed.phase == "Running"
+    wait_for(lambda: (hosted.interval or 0) > 1.25 and (twin.interval or 0) > 1.25, 60,
+             "both intervals to follow the measured costs")
+    assert hosted.phase == "Running" and fixed.phase == "Running" and twin.phase == "Running"
     changed = host.status("t/auto")
     assert changed.interval_ms is not None and changed.interval_ms > 1250 and "4000 ms SLA" in changed.interval_reason
+    assert changed.interval_restarts == len(hosted.interval_passes) >= 1
+    assert not set(hosted.interval_passes) & set(twin.interval_passes), (hosted.interval_passes, twin.interval_passes)
     write_rows(data, "last.json", [{"id": 999, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}])
-    wait_for(lambda: len(hosted.memory) == 81, 30, "every row after the restart")
-    assert sorted(r["id"] for r in hosted.memory) == [*range(80), 999]
+    wait_for(lambda: len(hosted.memory) == 41, 30, "every row after the restart")
+    assert sorted(r["id"] for r in hosted.memory) == [r * 10 + i for r in range(8) for i in range(5)] + [999]
 
 
 def test_spark_pool_internals_the_runtime_relies_on(spark: Any) -> None:

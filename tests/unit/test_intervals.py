@@ -94,6 +94,8 @@ def test_measured_costs_lean_to_per_row_until_sizes_differ() -> None:
 def test_a_query_starts_at_most_at_the_cap_until_its_batches_are_measured() -> None:
     from sluice.scheduler.intervals import START_CAP, first
 
-    loose = first(20.0, Costs(0.15, 20e-6, 0.0, commit=0.05))  # the SLA alone: 15.8 s
-    assert loose.interval == START_CAP and "the SLA alone would allow 15800 ms" in loose.reason
+    loose = first(20.0, Costs(0.15, 20e-6, 0.0, commit=0.05))  # the SLA alone: 15.8 s; a quarter of it: 5 s
+    assert loose.interval == 5.0 and "5000 ms until its batches are measured" in loose.reason
+    assert "the SLA alone would allow 15800 ms" in loose.reason
+    assert first(3.0, Costs(0.15, 20e-6, 0.0, commit=0.05)).interval == START_CAP  # 2.2 s; a quarter is below 1 s
     assert first(0.5, FILTER) == choose(0.5, FILTER)  # already below the cap
