@@ -92,7 +92,7 @@ def batching(query: StreamingQuery, status: Mapping[str, Any] | None = None) -> 
     trigger = spec.trigger.interval.seconds if spec.trigger is not None else None
     windowed = any(step.window is not None for step in spec.pipeline)
     delay = max((step.watermark.delay.seconds for step in spec.pipeline if step.watermark is not None), default=0.0)
-    return Batching(key, sla_interval(spec.sla.latencyTarget.seconds, trigger, delay if windowed else 0.0))
+    return Batching(key, sla_interval(spec.sla.latencyTarget.seconds, trigger, delay if windowed else None))
 
 
 def batchings(bodies: Iterable[Mapping[str, Any]]) -> list[Batching]:

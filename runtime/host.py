@@ -303,8 +303,9 @@ class QueryHost:
         return choice.interval
 
     @staticmethod
-    def _delay(hosted: HostedQuery) -> float:
-        return hosted.spec.watermark_delay if hosted.spec.window_size is not None else 0.0
+    def _delay(hosted: HostedQuery) -> float | None:
+        """A windowed aggregation's watermark delay; None for other queries (see `intervals`)."""
+        return hosted.spec.watermark_delay if hosted.spec.window_size is not None else None
 
     def _costs_of(self, hosted: HostedQuery) -> intervals.Costs:
         """What the interval rests on: the recent batches' measured costs, or before any, Spark's

@@ -39,9 +39,10 @@ class Batching:
     """Seconds between its batch starts; 0 for a Real-time query (no micro-batches)."""
 
 
-def sla_interval(sla: float, trigger: float | None = None, delay: float = 0.0) -> float:
+def sla_interval(sla: float, trigger: float | None = None, delay: float | None = None) -> float:
     """The interval a query is predicted to batch at before it is measured: `spec.trigger`
-    (0 runs batches back to back: Spark's floor), else the SLA's, with the priors and no rows."""
+    (0 runs batches back to back: Spark's floor), else the SLA's, with the priors and no rows;
+    `delay`: a windowed aggregation's watermark delay (None: not windowed)."""
     if trigger is not None:
         return max(trigger, MIN_INTERVAL)
     return choose(sla, Costs(FIXED_PRIOR, 0.0, 0.0, commit=COMMIT_PRIOR), delay).interval

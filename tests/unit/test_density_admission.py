@@ -31,8 +31,9 @@ def test_a_query_is_predicted_to_batch_at_its_trigger_or_its_slas_interval() -> 
     assert abs(sla_interval(2.0) - 1.4) < 1e-9
     # 0.8 x 5 min is far above the 60 s cap
     assert sla_interval(300.0) == 60.0
-    # a watermark delay of 10 s comes out of a 30 s SLA: 24 - 10 - 0.2 = 13.8 s
-    assert abs(sla_interval(30.0, delay=10.0) - 13.8) < 1e-9
+    # a window with a 10 s watermark delay waits two intervals, its delay and the emitting batch:
+    # (24 - 10 - 0.2 - 0.2) / 2 = 6.8 s
+    assert abs(sla_interval(30.0, delay=10.0) - 6.8) < 1e-9
     assert sla_interval(2.0, trigger=0.5) == 0.5
     assert sla_interval(2.0, trigger=0.0) == 0.2  # back to back: Spark's floor here
 
