@@ -137,6 +137,14 @@ def cpu_seconds(pid: int) -> float:
     return total / TICKS
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds all of this machine's cores have spent busy (not idle or waiting on I/O) since
+    boot, from /proc/stat: the runtime shares the cores with the broker and the producers."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    ticks = [int(f) for f in fields[:8]]  # user nice system idle iowait irq softirq steal
+    return (sum(ticks) - ticks[3] - ticks[4]) / TICKS
+
+
 # ---------------------------------------------------------------- load for many topics
 
 @dataclass
@@ -263,15 +271,18 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
             # nothing to judge in a 60 s window half the time
             window = max(options.window, 2 * max((s.interval_ms or 0.0) / 1000 for s in before.values()))
             cpu0, wall0, batches0 = cpu_seconds(runtime.proc.pid), time.monotonic(), sum(s.batches for s in before.values())
+            busy0 = machine_busy_seconds()
             log(f"N={n}: measuring {window:.0f} s")
             time.sleep(window)
-            cpu1, wall1 = cpu_seconds(runtime.proc.pid), time.monotonic()
+            cpu1, wall1, busy1 = cpu_seconds(runtime.proc.pid), time.monotonic(), machine_busy_seconds()
             statuses = asyncio.run(runtime.client.queries())
             batches1 = sum(s.batches for s in statuses.values())
             row = {
                 "queries": n, **summarize_step(before, statuses, critical), "window_s": round(window, 1),
                 "driver_rss_mb": round(rss_mb(runtime.proc.pid), 1),
                 "driver_cores": round((cpu1 - cpu0) / (wall1 - wall0), 3),
+                "machine_busy_cores": round((busy1 - busy0) / (wall1 - wall0), 3),
+                "interval_restarts": sum(s.interval_restarts for s in statuses.values()),
                 "batches_per_s": round((batches1 - batches0) / (wall1 - wall0), 2),
                 "decision_us": round(core_decision_seconds(n, rounds=2000) * 1e6, 2),
                 "metric_series": _scrape_series(runtime.url),
@@ -279,13 +290,15 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                 "per_query": {k: {"phase": s.phase, "attainment": s.attainment, "p99_ms": s.p99_ms,
                                   "step_attainment": step_attainment(before.get(k), s),
                                   "batches": s.batches, "rows": s.rows, "output_rows": s.output_rows, "interval_ms": s.interval_ms,
+                                  "interval_restarts": s.interval_restarts,
                                   "bottleneck": s.bottleneck, "critical_path": s.criticalPath,
                                   "message": s.message} for k, s in sorted(statuses.items())},
             }
             rows.append(row)
             log(f"N={n}: worst critical {_pct(row['worst_critical_attainment'])}, worst bulk "
                 f"{_pct(row['worst_bulk_attainment'])}, RSS {row['driver_rss_mb']:.0f} MB, "
-                f"{row['driver_cores']:.2f} cores, {row['batches_per_s']:.1f} batches/s")
+                f"{row['driver_cores']:.2f} cores (the machine: {row['machine_busy_cores']:.2f} of "
+                f"{os.cpu_count()} busy), {row['batches_per_s']:.1f} batches/s")
             if not row["held"]:
                 log(f"N={n}: an SLA broke; no larger N is tried")
                 break
@@ -342,7 +355,7 @@ def per_app(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str
 
 def render(result: dict[str, Any]) -> str:
     lines = [f"{'N':>5} {'worst crit':>10} {'worst bulk':>10} {'crit p99':>9} {'bulk p99':>9} {'RSS MB':>7} "
-             f"{'cores':>6} {'batch/s':>7} {'decide µs':>9} {'series':>7} {'add N-th':>8}"]
+             f"{'cores':>6} {'machine':>7} {'batch/s':>7} {'decide µs':>9} {'series':>7} {'add N-th':>8}"]
     for r in result["shared"]:
         if "stopped" in r:
             lines.append(f"{r['queries']:>5} not reached: {r['stopped']}")
@@ -350,9 +363,11 @@ def render(result: dict[str, Any]) -> str:
         def ms(v: float | None) -> str:
             return "-" if v is None else f"{v / 1000:.1f}s"
 
+        machine = "-" if r.get("machine_busy_cores") is None else f"{r['machine_busy_cores']:.2f}"
+
         lines.append(f"{r['queries']:>5} {_pct(r['worst_critical_attainment']):>10} {_pct(r['worst_bulk_attainment']):>10} "
                      f"{ms(r['critical_p99_ms']):>9} {ms(r['bulk_p99_ms']):>9} {r['driver_rss_mb']:>7.0f} "
-                     f"{r['driver_cores']:>6.2f} {r['batches_per_s']:>7.1f} {r['decision_us']:>9.1f} "
+                     f"{r['driver_cores']:>6.2f} {machine:>7} {r['batches_per_s']:>7.1f} {r['decision_us']:>9.1f} "
                      f"{r['metric_series']:>7} {r['add_last_query_s']:>7.1f}s")
     lines.append("")
     for r in result["per_app"]:
