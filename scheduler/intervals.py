@@ -25,10 +25,12 @@ cannot be kept at this rate on these executors: the interval that keeps up is ch
 reason says so.
 
 Online, `next_interval` adds hysteresis so a query does not flap between intervals (changing one
-restarts the query): an interval that has become unsafe shrinks at once, to the interval whose
-worst case fits `SHRINK_MARGIN x SLA` (headroom: shrinking only to the edge left the next
-measurement a few percent over it, and the pool's bulk queries restarted every 30-60 s for 2%
-steps); otherwise the interval moves only when the new choice differs by more than `band`.
+restarts the query, and its rows wait out the restart): an interval whose worst case has passed
+`SHRINK_AT x SLA` shrinks at once, to the interval whose worst case fits `SHRINK_MARGIN x SLA`
+(headroom: shrinking only to the edge left the next measurement a few percent over it, and the
+pool's bulk queries restarted every 30-60 s for 2% steps); otherwise the interval moves only
+when the new choice differs by more than `band`, and so does one that no interval lets keep its
+SLA (unless it falls behind).
 """
 
 from __future__ import annotations
@@ -61,6 +63,11 @@ of that interval's input) stays within the SLA unless its input needs more than 
 no interval keeps up with here. Starting every loose-SLA query at START_CAP instead made each
 pay a batch a second until measured: 50 queries starting together asked the driver for 50
 batches a second."""
+SHRINK_AT = 1.0
+"""Share of the SLA past which an interval's predicted worst case shrinks it at once. The SLA
+itself, not MARGIN: between the two the interval still keeps the SLA, and with 50 queries on 2
+cores the critical filters, hovering about MARGIN, restarted up to 6 times in 4 minutes (each
+restart a few seconds in which their rows wait)."""
 SHRINK_MARGIN = 0.7
 """Share of the SLA an interval shrunk for safety is chosen at (below MARGIN, so it is not unsafe
 again at the next measurement's noise)."""
@@ -171,13 +178,13 @@ def next_interval(current: float | None, sla: float, costs: Costs, delay: float 
     choice = choose(sla, costs, delay)
     if current is None:
         return choice
-    safe = worst_case(current, costs, delay) <= MARGIN * sla
-    if not choice.keeps_sla:
-        return choice if abs(choice.interval - current) > 1e-9 else Choice(current, choice.reason, choice.keeps_sla)
-    if not safe:
+    far = abs(choice.interval - current) > band * current
+    if not choice.keeps_sla:  # the interval that keeps up: move only if behind it or far from it
+        return choice if current < choice.interval or far else Choice(current, choice.reason, False)
+    if worst_case(current, costs, delay) > SHRINK_AT * sla:
         roomy = choose(sla, costs, delay, SHRINK_MARGIN)
         return roomy if roomy.keeps_sla else choice
-    if abs(choice.interval - current) <= band * current:
+    if not far:
         return Choice(current, f"keeping {current * 1000:.0f} ms: it still fits the {sla * 1000:.0f} ms SLA and the "
                                f"best choice ({choice.interval * 1000:.0f} ms) is within {band:.0%} of it.")
     return choice
