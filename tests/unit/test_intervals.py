@@ -102,11 +102,16 @@ def test_measured_costs_lean_to_per_row_until_sizes_differ() -> None:
     from sluice.scheduler.intervals import measured
 
     assert measured([(100, 0.2), (100, 0.3)], rate=200) is None  # too few batches
-    same = measured([(100, 1.4), (100, 0.2), (110, 0.25), (90, 0.3)], rate=200, commit=0.03)
-    # the median batch (0.275 s, 100 rows; a JIT-slow first batch does not count): Spark's floor
+    same = measured([(1000, 1.4), (1000, 0.2), (1100, 0.25), (900, 0.3)], rate=2000, commit=0.03)
+    # the median batch (0.275 s, 1,000 rows; a JIT-slow first batch does not count): Spark's floor
     # (0.15 s) fixed, the other 0.125 s per row, so a longer interval is predicted to cost more
-    assert same is not None and same.fixed == pytest.approx(0.15) and same.per_row == pytest.approx(0.00125)
-    assert (same.rate, same.commit) == (200, 0.03)
+    assert same is not None and same.fixed == pytest.approx(0.15) and same.per_row == pytest.approx(0.000125)
+    assert (same.rate, same.commit) == (2000, 0.03)
+    # 10-row batches of 0.6 s: 45 ms a row is past the 1 ms a row believed, so 10 ms is per row
+    # and 0.59 s fixed (contention, not rows: a shorter interval would not make it cheaper)
+    slow = measured([(10, 0.6), (10, 0.6), (10, 0.6)], rate=10)
+    assert slow is not None and slow.per_row == pytest.approx(0.001) and slow.fixed == pytest.approx(0.59)
+    assert measured([(0, 0.3), (0, 0.3), (0, 0.3)], rate=0) == Costs(0.3, 0.0, 0)  # no rows: all fixed
     # sizes 3x apart: the line through them (0.1 s + 1 ms a row)
     line = measured([(100, 0.2), (300, 0.4), (100, 0.2), (300, 0.4)], rate=200)
     assert line is not None and line.fixed == pytest.approx(0.1) and line.per_row == pytest.approx(0.001)
