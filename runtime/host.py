@@ -335,6 +335,9 @@ class QueryHost:
             with self.lock:
                 hosted.interval_reason = choice.reason
             return False
+        handle = hosted.handle
+        if handle is not None and not _between_batches(handle):
+            return False  # a batch still in flight after 5 s: never abort one for an interval (next check)
         log.info("query %s: batch interval %.0f ms -> %.0f ms (%s)", key, hosted.interval * 1000,
                  choice.interval * 1000, choice.reason)
         self._stop(hosted)
@@ -589,15 +592,19 @@ def one_line(error: BaseException) -> str:
     return (meaningful or lines or [type(error).__name__])[0][:500]
 
 
-def _between_batches(handle: Any, timeout: float = 5.0) -> None:
+def _between_batches(handle: Any, timeout: float = 5.0) -> bool:
     """Wait (a little) for the batch in flight to commit: stopping a query mid-batch makes Spark
-    abort its write and log two ERROR lines for what is a normal stop."""
+    abort its write and log two ERROR lines for what is a normal stop, and replays the batch on
+    restart (a Kafka sink then holds its rows twice). True if no batch is in flight."""
     deadline = time.monotonic() + timeout
     try:
-        while handle.isActive and handle.status.get("isTriggerActive") and time.monotonic() < deadline:
+        while handle.isActive and handle.status.get("isTriggerActive"):
+            if time.monotonic() >= deadline:
+                return False
             time.sleep(0.005)
     except Exception:  # a query that failed meanwhile: stop it anyway
-        return
+        return True
+    return True
 
 
 def _confine_real(path: str, namespace: str, root: str) -> None:

@@ -17,7 +17,7 @@ def test_run_with_duration_writes_the_report(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     proc = subprocess.run(
         [sys.executable, "-m", "sluice", "run", "-f", str(ROOT / "examples" / "fraud-filter.yaml"),
-         "--duration", "12s", "--report", str(report), "--workdir", str(tmp_path / "work")],
+         "--duration", "20s", "--report", str(report), "--workdir", str(tmp_path / "work")],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -25,10 +25,12 @@ def test_run_with_duration_writes_the_report(tmp_path: Path) -> None:
     query = result["queries"]["payments/fraud-filter"]
     assert {"p50_ms", "p99_ms", "sla_ms", "attainment", "rows", "batches", "phase"} <= set(query)
     assert query["phase"] == "Running" and query["sla_ms"] == 500.0
+    # at 200 ms a trigger, 20 s hold about 100 batches; a loaded machine (CI's full run) made only
+    # 5 in 12 s once, Spark's start taking most of them
     assert query["batches"] > 5 and query["rows"] > 0
     assert 0 < query["p50_ms"] <= query["p99_ms"]
     assert 0.0 <= query["attainment"] <= 1.0
-    assert result["policy"] == "cameo" and 12 <= result["seconds"] < 60
+    assert result["policy"] == "cameo" and 20 <= result["seconds"] < 70
     # a healthy run writes only its own line to stderr: no Spark WARN/ERROR, no JVM notice, no trace
     assert proc.stderr.strip().splitlines() == ["starting Spark (local[*]) with 1 query under cameo ...",
                                                 f"wrote {report}"], proc.stderr
