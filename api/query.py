@@ -281,6 +281,9 @@ class Sla(Model):
     """End-to-end latency target (event production to sink commit), e.g. '500ms' or '2s'."""
     percentile: float = Field(default=99, gt=0, le=100)
     """Percentile of events the target applies to."""
+    critical: bool = False
+    """A latency-critical query: sizing (`sluice size`, the operator's SLA-aware sizing) keeps 99%
+    of its rows within the target, and 95% of any other query's."""
 
 
 class Trigger(Model):

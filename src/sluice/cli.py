@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,6 +14,9 @@ from sluice.api.manifest import ManifestError, parse_text
 from sluice.api.pool import StreamingPool
 from sluice.api.query import StreamingQuery
 from sluice.api.runtime import QueryStatus
+
+if TYPE_CHECKING:
+    from sluice.scheduler.simulate import SimQuery
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -149,6 +153,116 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, rep
     failed = [k for k, q in result["queries"].items() if q["phase"] == "Failed"]
     for key in failed:
         click.echo(f"{key} failed: {result['queries'][key]['message']}", err=True)
+
+
+def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The inputs `sluice simulate` and `sluice size` share."""
+    for option in reversed([
+        click.option("-f", "--filename", "files", multiple=True,
+                     help="StreamingQuery manifests (a StreamingPool in them sets the policy and executor cores)."),
+        click.argument("more", nargs=-1),
+        click.option("--scenario", type=click.Path(dir_okay=False),
+                     help="A benchmark scenario (bench/scenarios/): its manifests and loads, instead of -f and --rates."),
+        click.option("--cores-per-executor", "cores", type=click.IntRange(1, 64), help="Task slots per executor (default: the pool's, else 1)."),
+        click.option("--costs", type=click.Path(dir_okay=False), help="A `sluice run --report` file: each query's measured batch costs and input rate."),
+        click.option("--rates", type=click.Path(dir_okay=False),
+                     help="YAML: queries: {namespace/name: {rate, bursts, keys, trigger, fixed, perRow, commit}} (the scenario load syntax, plus declared costs)."),
+        click.option("--duration", default="10m", show_default=True, help="Simulated time."),
+        click.option("--warmup", default="30s", show_default=True, help="Simulated time at the start left out of the figures."),
+        click.option("--policy", type=click.Choice(POLICIES), help=f"Scheduling policy (default: the pool's, else {DEFAULT_POLICY})."),
+    ]):
+        command = option(command)
+    return command
+
+
+def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | None, rates: str | None,
+                   cores: int | None, policy: str | None) -> tuple[list[SimQuery], int, str]:
+    """(simulation queries, cores per executor, policy); exits 1 with one sentence on bad input."""
+    from sluice.runtime import whatif
+
+    if bool(files) == bool(scenario):
+        click.echo("Give the queries either with -f MANIFEST... or with --scenario FILE (one of the two).", err=True)
+        sys.exit(1)
+    try:
+        pool = None
+        if scenario:
+            queries, loads = whatif.read_scenario(Path(scenario))
+        else:
+            queries, pool = _load_queries(files)
+            loads = {}
+        if rates:  # a query named here takes this load (and costs) instead of the scenario's
+            loads = {**loads, **whatif.read_rates(Path(rates))}
+        recorded = whatif.read_costs(Path(costs), [q.key for q in queries]) if costs else {}
+        sims = whatif.sim_queries(queries, loads, recorded)
+    except whatif.WhatIfError as error:
+        click.echo(str(error), err=True)
+        sys.exit(1)
+    chosen_cores = cores or (pool.spec.executor.cores if pool else 1)
+    chosen_policy = policy or (pool.spec.policy if pool else None) or DEFAULT_POLICY
+    return sims, chosen_cores, chosen_policy
+
+
+@main.command()
+@_whatif_options
+@click.option("--executors", type=click.IntRange(1, 100_000), required=True, help="Executors in the pool.")
+@click.option("--out", type=click.Path(file_okay=False), help="Also write simulate.json, summary.txt and simulate.png here.")
+def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, cores: int | None, costs: str | None,
+             rates: str | None, duration: str, warmup: str, policy: str | None, executors: int, out: str | None) -> None:
+    """Predict each query's p50, p99 and SLA attainment in one pool before deploying (a simulation)."""
+    from sluice.runtime import whatif
+    from sluice.scheduler.simulate import Options, Pool
+    from sluice.scheduler.simulate import simulate as run_simulation
+
+    queries, per_executor, chosen = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy)
+    options = Options(duration=_duration(duration, "--duration") or 600.0, warmup=_duration(warmup, "--warmup") or 0.0,
+                      timeline=out is not None)
+    result = run_simulation(queries, Pool(executors, per_executor, chosen), options)
+    click.echo(whatif.table(result, queries))
+    missed = [k for k, r in result.queries.items() if not r.kept]
+    click.echo(f"every SLA kept at {executors} executor(s)." if not missed
+               else f"{len(missed)} of {len(queries)} queries miss their goal at {executors} executor(s): {', '.join(missed)}.")
+    if out:
+        whatif.write_outputs(result, queries, Path(out))
+        click.echo(f"wrote {out}/simulate.json, {out}/summary.txt, {out}/simulate.png", err=True)
+
+
+@main.command()
+@_whatif_options
+@click.option("--max-executors", type=click.IntRange(1, 100_000), default=64, show_default=True,
+              help="The largest pool to try.")
+@click.option("--utilization", type=click.FloatRange(0.01, 1), default=0.7, show_default=True,
+              help="DS2's utilization target (the pool's autoscaling.utilization).")
+def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, cores: int | None, costs: str | None,
+         rates: str | None, duration: str, warmup: str, policy: str | None, max_executors: int, utilization: float) -> None:
+    """The fewest executors that keep every SLA (simulated), beside DS2's count that sustains the rates."""
+    from sluice.runtime import whatif
+    from sluice.scheduler.simulate import Options, Pool
+    from sluice.scheduler.simulate import size as search
+
+    queries, per_executor, chosen = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy)
+    options = Options(duration=_duration(duration, "--duration") or 600.0, warmup=_duration(warmup, "--warmup") or 0.0)
+    ds2, why = whatif.ds2_executors(queries, per_executor, utilization)
+    found, runs = search(queries, Pool(1, per_executor, chosen), options, 1, max_executors)
+    for n in sorted(runs):
+        worst = runs[n].worst()
+        detail = "" if worst is None else f"; worst {worst.key} {worst.attainment or 0:.1%} (goal {worst.goal:.0%})"
+        click.echo(f"{n:>5} executor(s): {'every SLA kept' if runs[n].kept else 'misses'}{detail}", err=True)
+    click.echo(f"DS2 (sustains the rates): {ds2} executor(s) of {per_executor} core(s): {why}")
+    if found is None:
+        click.echo(f"SLAs: not kept even at {max_executors} executor(s) (--max-executors); "
+                   f"the simulated schedule at {max_executors}:")
+        click.echo(whatif.table(runs[max_executors], queries))
+        sys.exit(2)
+    click.echo(f"SLAs (keeps every SLA, simulated under {chosen}): {found} executor(s).")
+    if found > ds2:
+        click.echo(f"The SLAs decide: {found} executors, {found - ds2} more than DS2's {ds2}, because at {ds2} "
+                   "the queued batches' waits put some query below its goal.")
+    elif found < ds2:
+        click.echo(f"The rates decide: DS2's {ds2} executors (utilization {utilization:.0%}); {found} would keep the "
+                   "SLAs in the simulation, with no headroom.")
+    else:
+        click.echo(f"Both bounds agree: {found} executor(s).")
+    click.echo(whatif.table(runs[found], queries))
 
 
 @main.command()
@@ -630,6 +744,23 @@ def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: 
         sys.exit(1)
     click.echo(ds2_bench.table_text(result))
     click.echo(f"wrote {out}/results.json, {out}/table.md, {out}/ds2.png ({result['wall_seconds']} s)")
+
+@bench.command("simulate")
+@click.option("--counts", default="100,1000,10000", show_default=True, help="Queries simulated at each step (ascending).")
+@click.option("--per-tenant", type=click.IntRange(1, 10_000), default=10, show_default=True, help="Queries per tenant.")
+@click.option("--duration", default="10m", show_default=True, help="Simulated time per step.")
+@click.option("--out", type=click.Path(file_okay=False), default="bench/out/simulate", show_default=True,
+              help="Writes results.json, summary.txt and simulate.png here.")
+def bench_simulate(counts: str, per_tenant: int, duration: str, out: str) -> None:
+    """How fast `sluice simulate` runs a large pool (10,000 queries of 1,000 tenants), and each scheduling decision."""
+    from sluice.runtime import simulate_bench
+
+    options = simulate_bench.Options(counts=_counts(counts, "--counts"), per_tenant=per_tenant,
+                                     duration=_duration(duration, "--duration") or 600.0)
+    result = simulate_bench.run(options, Path(out), log=lambda m: click.echo(m, err=True))
+    click.echo(simulate_bench.render(result["steps"]))
+    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/simulate.png")
+
 
 if __name__ == "__main__":
     main()

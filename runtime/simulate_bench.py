@@ -1,0 +1,121 @@
+"""`sluice bench simulate`: how long `sluice simulate` takes for a large pool, and each decision.
+
+The mix (seeded, so runs compare): tenants of 10 queries each; one in ten a critical filter (SLA
+2 s), the rest bulk (SLA 30 s, 1 min, 2 min or 5 min; half of them 10 s windowed aggregations),
+each reading 10-50 rows/s, with the scheduler's prior costs (150 ms a batch, 20 µs a row).
+Intervals are the runtime's, chosen from the SLAs. The pool has the executors (4 cores each) DS2
+sizes for the rates. Each step simulates `duration` seconds under cameo and reports the wall
+time, the events handled and the scheduler's time per decision (a `dispatch` call, timed with
+`time.perf_counter` around the pure core).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sluice.scheduler.simulate import Options as SimOptions
+from sluice.scheduler.simulate import Pool, SimQuery, simulate
+
+from .whatif import ds2_executors
+
+GOAL_SECONDS = 60.0
+"""Issue 15: 10,000 queries of 1,000 tenants for 10 simulated minutes in at most this long."""
+GOAL_DECISION_US = 50.0
+CORES = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    counts: tuple[int, ...] = (100, 1_000, 10_000)
+    per_tenant: int = 10
+    duration: float = 600.0
+    seed: int = 7
+
+
+def mix(queries: int, per_tenant: int = 10, seed: int = 7) -> list[SimQuery]:
+    rnd = random.Random(seed)
+    out = []
+    for i in range(queries):
+        tenant = f"tenant-{i // per_tenant:05d}"
+        rate = rnd.uniform(10, 50)
+        if i % 10 == 0:
+            out.append(SimQuery(f"{tenant}/q{i}", tenant, 2.0, rate, 0.15, 20e-6, 0.03, critical=True))
+            continue
+        sla = rnd.choice([30.0, 60.0, 120.0, 300.0])
+        windowed = i % 2 == 1
+        out.append(SimQuery(f"{tenant}/q{i}", tenant, sla, rate, 0.15, 20e-6, 0.03,
+                            window=10.0 if windowed else None, delay=2.0 if windowed else 0.0))
+    return out
+
+
+def step(queries: int, options: Options) -> dict[str, Any]:
+    sims = mix(queries, options.per_tenant, options.seed)
+    executors, _ = ds2_executors(sims, CORES)
+    began = time.perf_counter()
+    result = simulate(sims, Pool(executors, CORES, "cameo"), SimOptions(duration=options.duration, warmup=30.0),
+                      timer=time.perf_counter)
+    wall = time.perf_counter() - began
+    worst = result.worst()
+    return {"queries": queries, "tenants": -(-queries // options.per_tenant), "executors": executors,
+            "simulated_s": options.duration, "wall_s": round(wall, 2), "events": result.events,
+            "batches": sum(q.batches for q in result.queries.values()), "decisions": result.decisions,
+            "decision_us": round(result.decision_seconds / max(result.decisions, 1) * 1e6, 2),
+            "kept": result.kept, "worst_query": None if worst is None else worst.key,
+            "worst_attainment": None if worst is None else worst.attainment}
+
+
+def run(options: Options, out: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
+    steps = []
+    for n in options.counts:
+        log(f"simulating {n:,} queries for {options.duration:g} simulated seconds ...")
+        steps.append(step(n, options))
+        log(f"  {steps[-1]['wall_s']} s wall, {steps[-1]['decision_us']} µs a decision")
+    result = {"steps": steps, "goal": {"wall_s_at_10000": GOAL_SECONDS, "decision_us": GOAL_DECISION_US},
+              "options": {"counts": list(options.counts), "per_tenant": options.per_tenant,
+                          "duration": options.duration, "seed": options.seed}}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out / "summary.txt").write_text(render(steps) + "\n")
+    plot(steps, out / "simulate.png")
+    return result
+
+
+def render(steps: Sequence[dict[str, Any]]) -> str:
+    head = (f"{'queries':>8} {'tenants':>8} {'executors':>9} {'batches':>10} {'wall s':>8} {'x sim speed':>11} "
+            f"{'µs/decision':>11} {'SLAs kept':>9}")
+    lines = [head, "-" * len(head)]
+    for s in steps:
+        lines.append(f"{s['queries']:>8,} {s['tenants']:>8,} {s['executors']:>9} {s['batches']:>10,} {s['wall_s']:>8.1f} "
+                     f"{s['simulated_s'] / max(s['wall_s'], 1e-9):>11.1f} {s['decision_us']:>11.1f} "
+                     f"{'yes' if s['kept'] else 'no':>9}")
+    lines.append(f"goals: 10,000 queries x 10 simulated minutes in <= {GOAL_SECONDS:.0f} s; "
+                 f"<= {GOAL_DECISION_US:.0f} µs a decision")
+    return "\n".join(lines)
+
+
+def plot(steps: Sequence[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    counts = [s["queries"] for s in steps]
+    left.plot(counts, [s["wall_s"] for s in steps], "o-")
+    left.axhline(GOAL_SECONDS, color="red", ls=":", label="goal at 10,000")
+    left.set(xscale="log", yscale="log", xlabel="queries", ylabel="wall seconds for the simulation")
+    left.legend()
+    right.plot(counts, [s["decision_us"] for s in steps], "o-")
+    right.axhline(GOAL_DECISION_US, color="red", ls=":", label="goal")
+    right.set(xscale="log", xlabel="queries", ylabel="µs per scheduling decision")
+    right.legend()
+    fig.suptitle("sluice bench simulate")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

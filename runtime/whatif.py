@@ -1,0 +1,229 @@
+"""`sluice simulate` and `sluice size`: their inputs (manifests, costs, rates) and their outputs.
+
+The simulation itself is pure (`sluice.scheduler.simulate`); this module turns what a user has
+into its queries, one sentence per problem:
+
+- **manifests**, checked as `sluice validate` checks them (the CLI reads them);
+- **costs** per query: from a recorded `sluice run --report` (each query's `costs`: fixed ms,
+  per-row µs, commit ms, input rate), or declared in the rates file (`fixed`, `perRow`, `commit`);
+- **rates** per query, in the benchmark scenario's load syntax (`rate`, `bursts`, `keys`,
+  `trigger`), from a rates file (`queries: {namespace/name: {...}}`) or a scenario file (its
+  manifests and loads together); else the recording's measured input rate, else the manifest's
+  `spec.resources.expectedRate`.
+
+DS2's count is the operator's own (`autoscaler.decide`) on the same costs and rates.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sluice.api.query import StreamingQuery
+from sluice.api.units import Duration
+from sluice.operator.autoscaler import Bounds, QueryLoad, decide
+from sluice.scheduler import intervals
+from sluice.scheduler.simulate import Result, SimQuery, first_interval
+from sluice.testing.load import Burst
+
+from .bench import LoadSpec, load_scenario
+
+
+class WhatIfError(ValueError):
+    """Bad input: the message is one sentence naming the file or query and the fix."""
+
+
+class DeclaredLoad(LoadSpec):
+    """A query's load in the scenario syntax, and optionally its batch costs."""
+
+    model_config = ConfigDict(extra="forbid")
+    fixed: Duration | None = None
+    """What a batch costs whatever its rows, e.g. 150ms."""
+    perRow: float | None = Field(default=None, ge=0)
+    """Seconds each input row adds to a batch, e.g. 2.0e-5."""
+    commit: Duration | None = None
+    """Offset commit after the batch's action, e.g. 30ms."""
+    critical: bool = False
+    """Latency-critical (as `spec.sla.critical`)."""
+
+
+class RatesFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    queries: dict[str, DeclaredLoad] = Field(min_length=1)
+    """namespace/name -> its load (and costs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """One query's costs from a `sluice run --report`."""
+
+    fixed: float
+    per_row: float
+    commit: float
+    rate: float
+
+
+def _yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise WhatIfError(f"{path}: cannot be read ({error.strerror}); check the path.") from None
+    except yaml.YAMLError as error:
+        raise WhatIfError(f"{path}: is not valid YAML or JSON ({str(error).splitlines()[0]}).") from None
+
+
+def read_rates(path: Path) -> dict[str, DeclaredLoad]:
+    """A rates file: `queries: {namespace/name: {rate, bursts, keys, trigger, fixed, perRow, commit}}`."""
+    try:
+        return RatesFile.model_validate(_yaml(path)).queries
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise WhatIfError(f"{path}: {where}: {first['msg']}.") from None
+
+
+def read_scenario(path: Path) -> tuple[list[StreamingQuery], dict[str, DeclaredLoad]]:
+    """A benchmark scenario: its manifests, and each query's load (critical as the scenario says)."""
+    from .bench import ScenarioError
+
+    try:
+        scenario, queries = load_scenario(path)
+    except ScenarioError as error:
+        raise WhatIfError(str(error)) from None
+    loads = {q.key: DeclaredLoad(**s.load.model_dump(), critical=s.critical)
+             for q, s in zip(queries, scenario.queries, strict=True)}
+    return queries, loads
+
+
+def read_costs(path: Path, known: Sequence[str]) -> dict[str, Recorded]:
+    """Each query's costs from a `sluice run --report` file."""
+    raw = _yaml(path)
+    if not isinstance(raw, dict) or not isinstance(raw.get("queries"), dict):
+        raise WhatIfError(f"{path}: is not a `sluice run --report` file (no `queries` object); record one with "
+                          "`sluice run -f ... --report FILE`.")
+    out: dict[str, Recorded] = {}
+    for key, entry in raw["queries"].items():
+        if key not in known:
+            raise WhatIfError(f"{path}: query {key} is in the costs but in no manifest given; pass its manifest "
+                              "with -f or record the costs of these queries.")
+        costs = entry.get("costs") if isinstance(entry, dict) else None
+        if costs is None:
+            continue  # fewer than 3 batches measured: the rates file may declare it
+        try:
+            fixed, per_row = float(costs["fixed_ms"]) / 1000, float(costs["per_row_us"]) / 1e6
+            commit, rate = float(costs["commit_ms"]) / 1000, float(costs["input_rate"])
+        except (KeyError, TypeError, ValueError):
+            raise WhatIfError(f"{path}: queries.{key}.costs needs numbers fixed_ms, per_row_us, commit_ms and "
+                              "input_rate; record it again with `sluice run --report`.") from None
+        if min(fixed, per_row, commit, rate) < 0 or not all(map(math.isfinite, (fixed, per_row, commit, rate))):
+            raise WhatIfError(f"{path}: queries.{key}.costs has a negative or non-finite figure; costs and rates are "
+                              "seconds and rows per second, zero or more.")
+        out[key] = Recorded(fixed, per_row, commit, rate)
+    return out
+
+
+def sim_queries(queries: Sequence[StreamingQuery], loads: Mapping[str, DeclaredLoad],
+                recorded: Mapping[str, Recorded]) -> list[SimQuery]:
+    """The simulation's queries; one sentence for the first one that lacks a rate or costs."""
+    keys = {q.key for q in queries}
+    for key in loads:
+        if key not in keys:
+            raise WhatIfError(f"the rates name {key}, which is in no manifest given; pass its manifest with -f or "
+                              "remove it.")
+    out = []
+    for query in queries:
+        key, spec = query.key, query.spec
+        load, found = loads.get(key), recorded.get(key)
+        rate = load.rate if load else found.rate if found else spec.resources.expectedRate
+        if rate is None:
+            raise WhatIfError(f"query {key} has no input rate: give it in --rates (queries.{key}.rate), record it "
+                              "with --costs, or set spec.resources.expectedRate.")
+        fixed = load.fixed.seconds if load and load.fixed is not None else found.fixed if found else None
+        per_row = load.perRow if load and load.perRow is not None else found.per_row if found else None
+        if fixed is None or per_row is None:
+            raise WhatIfError(f"query {key} has no batch costs: record them with `sluice run --report FILE` and pass "
+                              f"--costs FILE, or declare queries.{key}.fixed and perRow in --rates.")
+        commit = (load.commit.seconds if load and load.commit is not None else found.commit if found
+                  else intervals.COMMIT_PRIOR)
+        window = next((s.window for s in spec.pipeline if s.window is not None), None)
+        mark = next((s.watermark for s in spec.pipeline if s.watermark is not None), None)
+        trigger = (load.trigger.seconds if load and load.trigger is not None
+                   else spec.trigger.interval.seconds if spec.trigger is not None else None)
+        out.append(SimQuery(
+            key, query.tenant, spec.sla.latencyTarget.seconds, rate, fixed, per_row, commit,
+            tuple(Burst(b.at.seconds, b.length.seconds, b.factor) for b in (load.bursts if load else [])),
+            critical=spec.sla.critical or (load.critical if load else False), trigger=trigger,
+            window=window.size.seconds if window else None, delay=mark.delay.seconds if mark else 0.0,
+            keys=load.keys if load else 100))
+    return out
+
+
+def ds2_executors(queries: Sequence[SimQuery], cores_per_executor: int, utilization: float = 0.7) -> tuple[int, str]:
+    """DS2's executor count for these rates and costs (the operator's `decide`), and its reason.
+
+    Each query's batches are given at two sizes so DS2 fits the same fixed and per-row cost the
+    simulation uses; its interval is the one the runtime would start at."""
+    loads = []
+    for q in queries:
+        interval = first_interval(q)[0] or intervals.MIN_INTERVAL
+        rows = max(q.rate * interval, 1.0)
+        batches = [(rows, q.fixed + q.per_row * rows), (rows * 2, q.fixed + q.per_row * rows * 2)] * 2
+        useful = sum(c for _, c in batches)
+        loads.append(QueryLoad(q.key, q.rate, sum(r for r, _ in batches), useful, batches, interval, q.rate))
+    decision = decide(loads, 1, Bounds(1, 1_000_000, cores_per_executor, utilization), 0.0)
+    return max(decision.wanted, 1), decision.reason
+
+
+def table(result: Result, queries: Sequence[SimQuery]) -> str:
+    head = (f"{'query':36} {'SLA ms':>8} {'p50 ms':>9} {'p99 ms':>9} {'within':>7} {'goal':>5} {'kept':>4} "
+            f"{'interval ms':>11} {'batches':>7}")
+    lines = [f"{result.pool.executors} executor(s) x {result.pool.cores_per_executor} core(s), {result.pool.policy}",
+             head, "-" * len(head)]
+    for q in queries:
+        r = result.queries[q.key]
+        p50, p99, att = r.quantile(0.5), r.quantile(0.99), r.attainment
+        lines.append(f"{q.key:36} {q.sla * 1000:>8.0f} {'-' if p50 is None else f'{p50 * 1000:.0f}':>9} "
+                     f"{'-' if p99 is None else f'{p99 * 1000:.0f}':>9} {'-' if att is None else f'{att:.1%}':>7} "
+                     f"{r.goal:>5.0%} {'yes' if r.kept else 'NO':>4} {r.interval * 1000:>11.0f} {r.batches:>7}")
+    return "\n".join(lines)
+
+
+def result_json(result: Result) -> dict[str, Any]:
+    return {"executors": result.pool.executors, "cores_per_executor": result.pool.cores_per_executor,
+            "policy": result.pool.policy, "kept": result.kept,
+            "queries": {k: r.json() for k, r in result.queries.items()}}
+
+
+def write_outputs(result: Result, queries: Sequence[SimQuery], out: Path, extra: Mapping[str, Any] | None = None) -> None:
+    """simulate.json, summary.txt and simulate.png (each query's worst latency per batch over time)."""
+    out.mkdir(parents=True, exist_ok=True)
+    body = {**result_json(result), **(extra or {})}
+    (out / "simulate.json").write_text(json.dumps(body, indent=2) + "\n")
+    (out / "summary.txt").write_text(table(result, queries) + "\n")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for q in queries:
+        points = result.queries[q.key].timeline
+        if points:
+            line, = ax.plot([t for t, _ in points], [lat for _, lat in points], lw=0.8, label=q.key)
+            ax.axhline(q.sla, color=line.get_color(), ls=":", lw=0.8)
+    ax.set_yscale("log")
+    ax.set_xlabel("simulated seconds")
+    ax.set_ylabel("worst latency of each batch (s); dotted: SLA")
+    ax.set_title(f"sluice simulate: {result.pool.executors} x {result.pool.cores_per_executor} cores, {result.pool.policy}")
+    if len(queries) <= 12:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "simulate.png", dpi=110)
+    plt.close(fig)

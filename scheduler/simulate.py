@@ -1,0 +1,471 @@
+"""What-if for one pool (pure): queries, their rates and batch costs in, predicted latencies out.
+
+A discrete-event simulation in simulated seconds from 0. It drives the scheduler core itself
+(`core.Scheduler`: its policies, bands, holds and aging) and the runtime's batching rules
+(`intervals.first`, then `intervals.next_interval` on `intervals.measured` after a dwell, one
+interval change per lifecycle check): nothing here re-implements them. What is modelled, so its
+limits are plain:
+
+- **Slots.** The pool has executors x cores per executor slots; the gate grants at most that many
+  batches at once and a granted batch holds one slot for its cost, `fixed + per_row x rows` (the
+  query's own figures: recorded by `sluice run --report`, or declared). Spark spreading one
+  batch's tasks over idle cores, and batches slowing each other on shared cores, are not modelled:
+  costs recorded on a busy machine carry that contention in them.
+- **Triggers** (Spark's processing-time trigger). A batch starts at its predecessor's start plus
+  the interval, or at once when the predecessor ran past that; it reads every row produced up to
+  its start. A stateless query skips a trigger that finds no rows. After its action the batch
+  commits its offsets (`commit`), and only then is its output delivered.
+- **Windows** (tumbling, event time = production time, as the benchmark's load writes it). A
+  batch's watermark is the newest event the batches before it read, less the delay; the batch
+  emits every window ending at or below it. A window's latency is its commit time less its end
+  (the runtime's latency of an aggregated row: its newest production time), and it counts as
+  `keys` output rows. A trigger with no new rows still runs a batch when it would emit a window
+  (Spark's no-data batch).
+- **Interval changes** restart the query: no batch for `Options.restart` seconds.
+
+Latency per row: a batch's rows are spread over their production times by the load's rate (bursts
+included), so each batch contributes its latencies at the runtime's quantile grid, weighted by
+rows, as the runtime's `LatencyWindow` does. Quantiles come from log-spaced bins (2% wide).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import statistics
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from sluice.runtime.latency import GRID, MASSES
+from sluice.testing.load import Burst
+
+from . import intervals
+from .core import Completion, Scheduler
+from .policies import BatchRequest, QuerySpec
+
+CRITICAL_GOAL = 0.99
+"""Share of a latency-critical query's rows that must be within its SLA (`spec.sla.critical`)."""
+GOAL = 0.95
+"""Share of any other query's rows that must be within its SLA."""
+RESTART = 1.0
+"""Seconds a query runs no batch while it restarts for a new interval (stop, plan, first
+trigger). An assumption, not a measurement: the runtime does not record it yet."""
+CHECK_EVERY = 2.0
+"""Seconds between the runtime's lifecycle checks (`QueryHost._tick`: at most 2 s)."""
+RECENT = 32
+"""Batches a query's interval choice looks back on (the runtime's `RECENT_BATCHES`)."""
+BIN = math.log(1.02)
+"""Width of a latency bin (log scale): quantiles are reported at most 2% high."""
+BIN_FLOOR = 1e-3
+"""Seconds: latencies below it share the first bin."""
+
+
+@dataclass(frozen=True, slots=True)
+class SimQuery:
+    """One query as the simulation sees it (seconds and rows per second throughout)."""
+
+    key: str
+    tenant: str
+    sla: float
+    rate: float
+    """Rows per second produced to its source, before bursts."""
+    fixed: float
+    """Seconds a batch costs whatever its rows."""
+    per_row: float
+    """Seconds each input row adds to a batch."""
+    commit: float = intervals.COMMIT_PRIOR
+    """Seconds from the batch's action to its committed output (offset commit)."""
+    bursts: tuple[Burst, ...] = ()
+    critical: bool = False
+    trigger: float | None = None
+    """spec.trigger's interval (0: back to back); None: chosen from the SLA, as the runtime does."""
+    window: float | None = None
+    """Tumbling window length of a windowed aggregation; None for a stateless query."""
+    delay: float = 0.0
+    """Watermark delay of a windowed aggregation."""
+    keys: int = 100
+    """Distinct keys: output rows of each window."""
+    weight: float = 1.0
+    """The tenant's weight under `fair`."""
+
+    @property
+    def goal(self) -> float:
+        return CRITICAL_GOAL if self.critical else GOAL
+
+    def produced(self, t: float) -> float:
+        """Rows produced by simulated time t (the load generator's integral: `LoadPlan.expected`)."""
+        total = self.rate * t
+        for burst in self.bursts:
+            total += self.rate * (burst.factor - 1) * max(0.0, min(t, burst.at + burst.length) - burst.at)
+        return total
+
+    def production_times(self, start: float, end: float) -> list[float]:
+        """Production times of the rows produced in [start, end] at each GRID quantile (oldest first)."""
+        if not self.bursts:
+            return [start + q * (end - start) for q in GRID]
+        edges = sorted({start, end, *(t for b in self.bursts for t in (b.at, b.at + b.length) if start < t < end)})
+        base = self.produced(start)
+        total = self.produced(end) - base
+        out = []
+        i = 0
+        for q in GRID:
+            goal = base + q * total
+            while i + 1 < len(edges) - 1 and self.produced(edges[i + 1]) < goal:
+                i += 1
+            lo, hi = edges[i], edges[i + 1]
+            rows_lo, rows_hi = self.produced(lo), self.produced(hi)
+            out.append(lo if rows_hi <= rows_lo else lo + (hi - lo) * (goal - rows_lo) / (rows_hi - rows_lo))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    executors: int
+    cores_per_executor: int = 1
+    policy: str = "cameo"
+    max_wait: float = 30.0
+    """The scheduler's aging bound (seconds)."""
+
+    @property
+    def slots(self) -> int:
+        return self.executors * self.cores_per_executor
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    duration: float = 600.0
+    warmup: float = 0.0
+    """Seconds at the start whose output is left out of the figures."""
+    restart: float = RESTART
+    check_every: float = CHECK_EVERY
+    dwell: float = 30.0
+    """Seconds an interval stays before it may change (the runtime's `interval_dwell`)."""
+    timeline: bool = False
+    """Keep every batch's (commit time, worst latency) per query, for plots."""
+
+
+@dataclass(slots=True)
+class QueryResult:
+    key: str
+    sla: float
+    goal: float
+    rows: float = 0.0
+    """Output rows counted (after warm-up)."""
+    within: float = 0.0
+    batches: int = 0
+    restarts: int = 0
+    interval: float = 0.0
+    """The interval in force at the end."""
+    reason: str = ""
+    bins: dict[int, float] = field(default_factory=dict)
+    timeline: list[tuple[float, float]] = field(default_factory=list)
+
+    @property
+    def attainment(self) -> float | None:
+        return None if self.rows <= 0 else self.within / self.rows
+
+    def quantile(self, q: float) -> float | None:
+        if self.rows <= 0:
+            return None
+        goal, seen = q * self.rows, 0.0
+        for index in sorted(self.bins):
+            seen += self.bins[index]
+            if seen >= goal:
+                return BIN_FLOOR * math.exp((index + 1) * BIN)
+        return BIN_FLOOR * math.exp((max(self.bins) + 1) * BIN)
+
+    @property
+    def kept(self) -> bool:
+        attainment = self.attainment
+        return attainment is not None and attainment >= self.goal
+
+    def add(self, latency: float, rows: float) -> None:
+        self.rows += rows
+        if latency <= self.sla:
+            self.within += rows
+        index = -1 if latency <= BIN_FLOOR else int(math.log(latency / BIN_FLOOR) / BIN)
+        self.bins[index] = self.bins.get(index, 0.0) + rows
+
+    def add_batch(self, latencies: Sequence[float], rows: float) -> None:
+        """A batch's latencies at the GRID quantiles, its `rows` spread by the grid's masses."""
+        bins, sla, log = self.bins, self.sla, math.log
+        self.rows += rows
+        for latency, mass in zip(latencies, MASSES, strict=True):
+            share = rows * mass
+            if latency <= sla:
+                self.within += share
+            index = -1 if latency <= BIN_FLOOR else int(log(latency / BIN_FLOOR) / BIN)
+            bins[index] = bins.get(index, 0.0) + share
+
+    def json(self) -> dict[str, object]:
+        p50, p99, att = self.quantile(0.5), self.quantile(0.99), self.attainment
+        return {"sla_ms": round(self.sla * 1000, 1), "goal": self.goal,
+                "p50_ms": None if p50 is None else round(p50 * 1000, 1),
+                "p99_ms": None if p99 is None else round(p99 * 1000, 1),
+                "attainment": None if att is None else round(att, 5), "kept": self.kept, "rows": round(self.rows),
+                "batches": self.batches, "interval_ms": round(self.interval * 1000, 1),
+                "interval_restarts": self.restarts, "interval_reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    pool: Pool
+    queries: dict[str, QueryResult]
+    decisions: int
+    """Scheduler dispatch calls made."""
+    decision_seconds: float
+    """Time spent in them, by `timer` (0 without one)."""
+    events: int
+
+    @property
+    def kept(self) -> bool:
+        return all(q.kept for q in self.queries.values())
+
+    def worst(self) -> QueryResult | None:
+        """The query furthest below its goal (the lowest attainment less goal)."""
+        measured = [q for q in self.queries.values() if q.attainment is not None]
+        return min(measured, key=lambda q: (q.attainment or 0.0) - q.goal, default=None)
+
+
+@dataclass(slots=True)
+class _Batch:
+    batch_id: int
+    start: float
+    rows: float
+    read_from: float
+    windows: list[float]
+    """Ends of the windows it emits."""
+    granted: float | None = None
+
+
+@dataclass(slots=True)
+class _State:
+    query: SimQuery
+    index: int
+    interval: float
+    reason: str
+    since: float = 0.0
+    """When the interval in force was chosen."""
+    generation: int = 0
+    read_to: float = 0.0
+    emitted_to: float = 0.0
+    """End of the last window emitted."""
+    watermark: float = -math.inf
+    next_id: int = 0
+    batch: _Batch | None = None
+    recent: deque[tuple[float, int, float, float, float]] = field(default_factory=lambda: deque(maxlen=RECENT))
+    """(committed, rows, cost, gate wait, commit) of recent batches."""
+    rate: float = 0.0
+    """Input rate of the last batch (Spark's inputRowsPerSecond)."""
+
+
+_TRIGGER, _DONE, _DISPATCH, _CHECK = 0, 1, 2, 3
+
+
+def first_interval(query: SimQuery) -> tuple[float, str]:
+    if query.trigger is not None:
+        return max(query.trigger, 0.0), "spec.trigger sets it."
+    delay = query.delay if query.window is not None else None
+    costs = intervals.Costs(intervals.FIXED_PRIOR, intervals.PER_ROW_PRIOR, 0.0, 0.0, intervals.COMMIT_PRIOR)
+    choice = intervals.first(query.sla, costs, delay)
+    return choice.interval, choice.reason
+
+
+def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = None,
+             timer: Callable[[], float] | None = None) -> Result:
+    """Run the pool for `options.duration` simulated seconds; `timer` (e.g. time.perf_counter)
+    times the scheduler's decisions."""
+    options = options or Options()
+    if pool.slots < 1:
+        raise ValueError("the pool needs at least one executor core")
+    keys = [q.key for q in queries]
+    if len(set(keys)) != len(keys):
+        raise ValueError("each query may appear once")
+    scheduler = Scheduler(pool.policy, capacity=pool.slots, max_wait=pool.max_wait)
+    states: dict[str, _State] = {}
+    results: dict[str, QueryResult] = {}
+    events: list[tuple[float, int, int, str, int]] = []
+    seq = 0
+
+    def push(t: float, kind: int, key: str = "", generation: int = 0) -> None:
+        nonlocal seq
+        seq += 1
+        heapq.heappush(events, (t, seq, kind, key, generation))
+
+    for index, query in enumerate(queries):
+        if query.sla <= 0 or query.rate < 0 or query.fixed < 0 or query.per_row < 0 or query.commit < 0:
+            raise ValueError(f"query {query.key}: the SLA must be above zero and rates and costs not negative")
+        if query.window is not None and query.window <= 0:
+            raise ValueError(f"query {query.key}: a window must be longer than zero")
+        interval, reason = first_interval(query)
+        states[query.key] = _State(query, index, interval, reason)
+        results[query.key] = QueryResult(query.key, query.sla, query.goal, interval=interval, reason=reason)
+        scheduler.register(QuerySpec(query.key, query.tenant, query.sla, query.weight, query.window, query.delay))
+        push(0.0, _TRIGGER, query.key)
+    if options.check_every > 0:
+        push(options.check_every, _CHECK)
+
+    decisions, decision_seconds, handled = 0, 0.0, 0
+    dirty: set[str] = set()
+    hold_at: float | None = None
+
+    def dispatch(now: float) -> None:
+        nonlocal decisions, decision_seconds, hold_at
+        began = timer() if timer else 0.0
+        grants = scheduler.dispatch(now)
+        if timer:
+            decision_seconds += timer() - began
+        decisions += 1
+        for grant in grants:
+            state = states[grant.query]
+            batch = state.batch
+            if batch is None or batch.batch_id != grant.batch_id:
+                continue
+            batch.granted = now
+            cost = state.query.fixed + state.query.per_row * batch.rows
+            push(now + cost + state.query.commit, _DONE, grant.query, state.generation)
+        until = scheduler.hold_until
+        if until is not None and (hold_at is None or until < hold_at or hold_at <= now):
+            hold_at = until
+            push(until, _DISPATCH)
+
+    def trigger(state: _State, now: float) -> None:
+        query = state.query
+        rows = max(query.produced(now) - query.produced(state.read_to), 0.0)
+        windows: list[float] = []
+        if query.window is not None:
+            end = state.emitted_to + query.window
+            while end <= state.watermark:
+                windows.append(end)
+                end += query.window
+        if rows < 0.5 and not windows:  # nothing to read or emit: Spark skips the trigger
+            push(now + max(state.interval, 1e-3), _TRIGGER, query.key, state.generation)
+            return
+        state.batch = _Batch(state.next_id, now, rows, state.read_to, windows)
+        scheduler.submit(BatchRequest(query.key, state.next_id, round(rows), oldest_event=state.read_to,
+                                      window_end=windows[0] if windows else None), now)
+        state.next_id += 1
+        dispatch(now)
+
+    def done(state: _State, now: float) -> None:
+        query, batch = state.query, state.batch
+        assert batch is not None and batch.granted is not None
+        cost = query.fixed + query.per_row * batch.rows
+        scheduler.complete(Completion(query.key, batch.batch_id, cost, round(batch.rows), tail=query.commit))
+        result = results[query.key]
+        result.batches += 1
+        state.recent.append((now, round(batch.rows), cost, batch.granted - batch.start, query.commit))
+        span = batch.start - batch.read_from
+        state.rate = batch.rows / span if span > 0 else state.rate
+        if batch.start > batch.read_from:
+            state.watermark = batch.start - query.delay  # the newest event it read, less the delay
+        state.read_to = max(state.read_to, batch.start)
+        counted = now >= options.warmup
+        worst = 0.0
+        if query.window is None:
+            if counted and batch.rows > 0:
+                result.add_batch([now - t for t in query.production_times(batch.read_from, batch.start)], batch.rows)
+                worst = now - batch.read_from
+        else:
+            for end in batch.windows:
+                if counted:
+                    result.add(now - end, min(query.keys, query.rate * query.window))
+                worst = max(worst, now - end)
+            if batch.windows:
+                state.emitted_to = batch.windows[-1]
+        if options.timeline and counted and worst > 0:
+            result.timeline.append((now, worst))
+        state.batch = None
+        dirty.add(query.key)
+        following = batch.start + state.interval
+        push(max(following, now), _TRIGGER, query.key, state.generation)
+        dispatch(now)
+
+    def check(now: float) -> None:
+        """The runtime's lifecycle check: at most one query changes its interval (a restart)."""
+        for key in sorted(dirty, key=lambda k: states[k].index):
+            state = states[key]
+            query = state.query
+            if query.trigger is not None:
+                dirty.discard(key)
+                continue
+            if now - state.since < options.dwell:
+                continue
+            measured_batches = [(r, c) for t, r, c, _, _ in state.recent if t >= state.since and r > 0]
+            if len(measured_batches) < 3:
+                continue
+            recent = [(r, c) for _, r, c, _, _ in state.recent if r > 0]
+            waits = [w for _, _, _, w, _ in state.recent]
+            costs = intervals.measured(recent, state.rate, sum(waits) / len(waits),
+                                       statistics.median(c for *_, c in state.recent))
+            dirty.discard(key)
+            if costs is None:
+                continue
+            delay = query.delay if query.window is not None else None
+            choice = intervals.next_interval(state.interval, query.sla, costs, delay)
+            result = results[key]
+            result.reason = choice.reason
+            if abs(choice.interval - state.interval) < 1e-3:
+                continue
+            if state.batch is not None:  # never abort a batch in flight: the next check
+                dirty.add(key)
+                continue
+            state.interval, state.since = choice.interval, now
+            state.generation += 1
+            result.interval, result.restarts = choice.interval, result.restarts + 1
+            push(now + options.restart, _TRIGGER, key, state.generation)
+            return
+
+    while events:
+        now, _, kind, key, generation = heapq.heappop(events)
+        if now > options.duration:
+            break
+        handled += 1
+        if kind == _CHECK:
+            check(now)
+            push(now + options.check_every, _CHECK)
+            continue
+        if kind == _DISPATCH:
+            dispatch(now)
+            continue
+        state = states[key]
+        if generation != state.generation:
+            continue  # a trigger from before a restart
+        if kind == _TRIGGER:
+            if state.batch is None:
+                trigger(state, now)
+        else:
+            done(state, now)
+    return Result(pool, results, decisions, decision_seconds, handled)
+
+
+def size(queries: Sequence[SimQuery], pool: Pool, options: Options, least: int, most: int,
+         timer: Callable[[], float] | None = None) -> tuple[int | None, dict[int, Result]]:
+    """The smallest executor count in [least, most] whose simulated schedule keeps every SLA
+    (None: not even `most`), and every simulation made on the way (executors -> result).
+
+    Doubles from `least` until the SLAs hold, then bisects between the last miss and the first
+    hold: attainment grows with executors in this model (more slots never delay a batch)."""
+    if least < 1 or most < least:
+        raise ValueError("the executor range must be 1 <= least <= most")
+    runs: dict[int, Result] = {}
+
+    def holds(n: int) -> bool:
+        if n not in runs:
+            runs[n] = simulate(queries, Pool(n, pool.cores_per_executor, pool.policy, pool.max_wait), options, timer)
+        return runs[n].kept
+
+    low, high = least - 1, least  # low: known (or assumed) to miss; high: next to try
+    while not holds(high):
+        low = high
+        if high >= most:
+            return None, runs
+        high = min(high * 2, most)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if holds(mid):
+            high = mid
+        else:
+            low = mid
+    return high, runs

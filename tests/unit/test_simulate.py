@@ -1,0 +1,120 @@
+"""`sluice.scheduler.simulate`: hand-computed schedules of one pool."""
+
+from __future__ import annotations
+
+import pytest
+
+from sluice.runtime.latency import GRID
+from sluice.scheduler.simulate import Options, Pool, SimQuery, simulate, size
+from sluice.testing.load import Burst
+
+
+def filter_query(**overrides: object) -> SimQuery:
+    base: dict[str, object] = dict(key="a/filter", tenant="a", sla=1.0, rate=100.0, fixed=0.1, per_row=0.0,
+                                   commit=0.05, trigger=1.0)
+    base.update(overrides)
+    return SimQuery(**base)  # type: ignore[arg-type]
+
+
+def test_a_lone_filter_delivers_each_row_one_interval_plus_its_batch_after_it_was_produced() -> None:
+    # a batch every second reads the second before it (100 rows) and commits 0.15 s later:
+    # latencies spread evenly over [0.15 s, 1.15 s], so 85% are within a 1 s SLA and the median is 0.65 s
+    result = simulate([filter_query()], Pool(1), Options(duration=10.5))
+    q = result.queries["a/filter"]
+    assert q.batches == 10  # the trigger at 0 s finds no rows; 1 s .. 10 s each run one
+    assert q.rows == pytest.approx(1000)
+    assert q.attainment == pytest.approx(0.85)
+    p50 = q.quantile(0.5)
+    assert p50 is not None and 0.65 <= p50 <= 0.65 * 1.02
+    assert not q.kept  # 85% < 95%
+    assert simulate([filter_query(sla=1.2)], Pool(1), Options(duration=10.5)).queries["a/filter"].kept
+
+
+def test_warm_up_output_is_left_out() -> None:
+    q = simulate([filter_query()], Pool(1), Options(duration=10.5, warmup=5.0)).queries["a/filter"]
+    assert q.rows == pytest.approx(600)  # batches committed at 5.15 .. 10.15 s
+
+
+def test_a_window_is_emitted_by_the_batch_after_the_one_that_moved_the_watermark_past_it() -> None:
+    # 10 s windows, 2 s delay, a batch every 5 s costing 0.2 s: the batch at 20 s reads the
+    # watermark the batch at 15 s left (15 - 2 = 13 >= 10) and emits [0, 10) at 20.2 s: 10.2 s late;
+    # every later window the same way
+    windowed = filter_query(key="a/agg", sla=12.0, fixed=0.2, commit=0.0, trigger=5.0, window=10.0, delay=2.0,
+                            keys=50)
+    q = simulate([windowed], Pool(1), Options(duration=61)).queries["a/agg"]
+    assert q.rows == pytest.approx(50 * 5)  # windows ending at 10 .. 50 s, 50 keys each
+    p99 = q.quantile(0.99)
+    assert p99 is not None and 10.2 <= p99 <= 10.2 * 1.02
+    assert q.attainment == 1.0
+    tight = simulate([filter_query(key="a/agg", sla=10.0, fixed=0.2, commit=0.0, trigger=5.0, window=10.0,
+                                   delay=2.0)], Pool(1), Options(duration=61)).queries["a/agg"]
+    assert tight.attainment == 0.0
+
+
+def test_bursts_spread_a_batch_s_rows_by_the_rate() -> None:
+    q = filter_query(rate=10.0, bursts=(Burst(5.0, 5.0, 3.0),))
+    assert q.produced(10.0) == pytest.approx(200)
+    times = q.production_times(0.0, 10.0)
+    assert times[GRID.index(0.5)] == pytest.approx(5 + 50 / 30)  # 50 rows by 5 s, then 30 a second
+    assert times[0] == 0.0 and times[-1] == pytest.approx(10.0)
+
+
+def test_an_sla_driven_interval_moves_once_after_the_dwell() -> None:
+    # no spec.trigger, a 10 s SLA: it starts at a quarter of it (2.5 s); measured, a batch costs 0.1 s
+    # fixed and 50 ms of commit, so the interval becomes 0.8 x 10 - 0.1 - 0.05 = 7.85 s, once
+    q = filter_query(sla=10.0, trigger=None)
+    result = simulate([q], Pool(1), Options(duration=120)).queries["a/filter"]
+    assert result.restarts == 1
+    assert result.interval == pytest.approx(7.85)
+    assert result.kept
+
+
+def overloaded() -> list[SimQuery]:
+    # two queries each needing 0.6 s of a slot every second: one slot cannot keep up, two can
+    return [filter_query(key=f"t{i}/q", tenant=f"t{i}", sla=2.0, fixed=0.6, commit=0.0) for i in range(2)]
+
+
+def test_a_pool_that_cannot_keep_up_misses_and_one_more_slot_keeps_it() -> None:
+    one = simulate(overloaded(), Pool(1), Options(duration=60))
+    two = simulate(overloaded(), Pool(2), Options(duration=60))
+    assert not one.kept
+    assert two.kept
+    assert {q.attainment for q in two.queries.values()} == {1.0}  # latencies 0.6 .. 1.6 s
+
+
+def test_size_finds_the_least_executor_count_that_keeps_every_sla() -> None:
+    found, runs = size(overloaded(), Pool(1), Options(duration=60), 1, 8)
+    assert found == 2
+    assert not runs[1].kept and runs[2].kept
+    many = [filter_query(key=f"t{i}/q", tenant=f"t{i}", sla=2.0, fixed=0.6, commit=0.0) for i in range(7)]
+    found, runs = size(many, Pool(1), Options(duration=60), 1, 16)
+    assert found == 5  # 7 x 0.6 = 4.2 slots of work a second
+    assert not runs[4].kept
+    none, _ = size(many, Pool(1), Options(duration=60), 1, 3)
+    assert none is None
+
+
+def test_cameo_serves_a_critical_filter_first_where_fifo_queues_it_behind_long_batches() -> None:
+    # three bulk queries whose 1.5 s batches arrive together every 5 s on two slots: under fifo the
+    # filter's batches wait behind them in arrival order; cameo grants it first. Batches are not
+    # pre-empted in this model, so a filter whose batch arrives while both slots run bulk still waits.
+    critical = filter_query(key="pay/fraud", tenant="pay", sla=1.0, rate=50.0, fixed=0.1, commit=0.02,
+                            trigger=0.25, critical=True)
+    bulk = [filter_query(key=f"bi/r{i}", tenant="bi", sla=60.0, rate=1000.0, fixed=1.5, commit=0.05, trigger=5.0)
+            for i in range(3)]
+    fifo = simulate([critical, *bulk], Pool(2, policy="fifo"), Options(duration=300, warmup=10))
+    cameo = simulate([critical, *bulk], Pool(2, policy="cameo"), Options(duration=300, warmup=10))
+    f, c = fifo.queries["pay/fraud"], cameo.queries["pay/fraud"]
+    assert f.attainment is not None and c.attainment is not None
+    assert c.attainment > f.attainment + 0.02
+    assert (c.quantile(0.99) or 0) < (f.quantile(0.99) or 0)
+    assert all(cameo.queries[q.key].kept for q in bulk)  # not starved
+
+
+def test_bad_input_is_one_sentence() -> None:
+    with pytest.raises(ValueError, match="at least one executor core"):
+        simulate([filter_query()], Pool(0), Options(duration=1))
+    with pytest.raises(ValueError, match="a/filter: the SLA must be above zero"):
+        simulate([filter_query(fixed=-1.0)], Pool(1), Options(duration=1))
+    with pytest.raises(ValueError, match="once"):
+        simulate([filter_query(), filter_query()], Pool(1), Options(duration=1))
