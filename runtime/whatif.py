@@ -68,6 +68,9 @@ class Recorded:
     per_row: float
     commit: float
     rate: float
+    p99: float | None = None
+    """What the recorded run measured: p99 latency (s) and the share of rows within the SLA."""
+    attainment: float | None = None
 
 
 def _yaml(path: Path) -> Any:
@@ -125,8 +128,20 @@ def read_costs(path: Path, known: Sequence[str]) -> dict[str, Recorded]:
         if min(fixed, per_row, commit, rate) < 0 or not all(map(math.isfinite, (fixed, per_row, commit, rate))):
             raise WhatIfError(f"{path}: queries.{key}.costs has a negative or non-finite figure; costs and rates are "
                               "seconds and rows per second, zero or more.")
-        out[key] = Recorded(fixed, per_row, commit, rate)
+        out[key] = Recorded(fixed, per_row, commit, rate, _number(entry.get("p99_ms"), 1000),
+                            _number(entry.get("attainment"), 1))
     return out
+
+
+def recorded_cores(path: Path) -> int | None:
+    """The cores the recorded run had (its task slots in local mode), if the report says."""
+    raw = _yaml(path)
+    cores = raw.get("cores") if isinstance(raw, dict) else None
+    return cores if isinstance(cores, int) and cores > 0 else None
+
+
+def _number(value: Any, scale: float) -> float | None:
+    return float(value) / scale if isinstance(value, int | float) and math.isfinite(value) else None
 
 
 def sim_queries(queries: Sequence[StreamingQuery], loads: Mapping[str, DeclaredLoad],
@@ -181,9 +196,11 @@ def ds2_executors(queries: Sequence[SimQuery], cores_per_executor: int, utilizat
     return max(decision.wanted, 1), decision.reason
 
 
-def table(result: Result, queries: Sequence[SimQuery]) -> str:
+def table(result: Result, queries: Sequence[SimQuery], recorded: Mapping[str, Recorded] | None = None) -> str:
+    """The predicted figures per query; with a recording, its measured p99 and attainment beside them."""
+    measured = {k: r for k, r in (recorded or {}).items() if r.p99 is not None or r.attainment is not None}
     head = (f"{'query':36} {'SLA ms':>8} {'p50 ms':>9} {'p99 ms':>9} {'within':>7} {'goal':>5} {'kept':>4} "
-            f"{'interval ms':>11} {'batches':>7}")
+            f"{'interval ms':>11} {'batches':>7}" + (f" {'rec p99':>9} {'rec within':>10}" if measured else ""))
     lines = [f"{result.pool.executors} executor(s) x {result.pool.cores_per_executor} core(s), {result.pool.policy}",
              head, "-" * len(head)]
     for q in queries:
@@ -191,8 +208,35 @@ def table(result: Result, queries: Sequence[SimQuery]) -> str:
         p50, p99, att = r.quantile(0.5), r.quantile(0.99), r.attainment
         lines.append(f"{q.key:36} {q.sla * 1000:>8.0f} {'-' if p50 is None else f'{p50 * 1000:.0f}':>9} "
                      f"{'-' if p99 is None else f'{p99 * 1000:.0f}':>9} {'-' if att is None else f'{att:.1%}':>7} "
-                     f"{r.goal:>5.0%} {'yes' if r.kept else 'NO':>4} {r.interval * 1000:>11.0f} {r.batches:>7}")
+                     f"{r.goal:>5.0%} {'yes' if r.kept else 'NO':>4} {r.interval * 1000:>11.0f} {r.batches:>7}"
+                     + (_measured_columns(measured.get(q.key)) if measured else ""))
+    if measured:
+        lines.append("rec: measured in the recorded run (--costs), over its own window")
     return "\n".join(lines)
+
+
+def _measured_columns(found: Recorded | None) -> str:
+    p99 = "-" if found is None or found.p99 is None else f"{found.p99 * 1000:.0f}"
+    att = "-" if found is None or found.attainment is None else f"{found.attainment:.1%}"
+    return f" {p99:>9} {att:>10}"
+
+
+def comparison(result: Result, recorded: Mapping[str, Recorded]) -> dict[str, dict[str, float | None]]:
+    """Predicted against measured, per query the recording measured: p99 error (ratio) and attainment gap (points)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for key, found in recorded.items():
+        r = result.queries.get(key)
+        if r is None or (found.p99 is None and found.attainment is None):
+            continue
+        p99, att = r.quantile(0.99), r.attainment
+        out[key] = {
+            "predicted_p99_ms": None if p99 is None else p99 * 1000,
+            "measured_p99_ms": None if found.p99 is None else found.p99 * 1000,
+            "p99_error": None if p99 is None or not found.p99 else p99 / found.p99 - 1,
+            "predicted_attainment": att, "measured_attainment": found.attainment,
+            "attainment_points": None if att is None or found.attainment is None else (att - found.attainment) * 100,
+        }
+    return out
 
 
 def result_json(result: Result) -> dict[str, Any]:
@@ -201,12 +245,16 @@ def result_json(result: Result) -> dict[str, Any]:
             "queries": {k: r.json() for k, r in result.queries.items()}}
 
 
-def write_outputs(result: Result, queries: Sequence[SimQuery], out: Path, extra: Mapping[str, Any] | None = None) -> None:
-    """simulate.json, summary.txt and simulate.png (each query's worst latency per batch over time)."""
+def write_outputs(result: Result, queries: Sequence[SimQuery], out: Path,
+                  recorded: Mapping[str, Recorded] | None = None) -> None:
+    """simulate.json (with `measured` against a recording), summary.txt and simulate.png
+    (each query's worst latency per batch over simulated time)."""
     out.mkdir(parents=True, exist_ok=True)
-    body = {**result_json(result), **(extra or {})}
+    body = result_json(result)
+    if recorded:
+        body["measured"] = comparison(result, recorded)
     (out / "simulate.json").write_text(json.dumps(body, indent=2) + "\n")
-    (out / "summary.txt").write_text(table(result, queries) + "\n")
+    (out / "summary.txt").write_text(table(result, queries, recorded) + "\n")
     import matplotlib
 
     matplotlib.use("Agg")

@@ -16,6 +16,7 @@ from sluice.api.query import StreamingQuery
 from sluice.api.runtime import QueryStatus
 
 if TYPE_CHECKING:
+    from sluice.runtime.whatif import Recorded
     from sluice.scheduler.simulate import SimQuery
 
 
@@ -176,8 +177,10 @@ def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | None, rates: str | None,
-                   cores: int | None, policy: str | None) -> tuple[list[SimQuery], int, str]:
-    """(simulation queries, cores per executor, policy); exits 1 with one sentence on bad input."""
+                   cores: int | None, policy: str | None) -> tuple[list[SimQuery], int, str, dict[str, Recorded]]:
+    """(simulation queries, cores per executor, policy, the recording's figures); exits 1 with one
+    sentence on bad input. Without --cores-per-executor or a pool, a recording's cores (one
+    local-mode executor with all of them) set the slots per executor."""
     from sluice.runtime import whatif
 
     if bool(files) == bool(scenario):
@@ -194,12 +197,13 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
             loads = {**loads, **whatif.read_rates(Path(rates))}
         recorded = whatif.read_costs(Path(costs), [q.key for q in queries]) if costs else {}
         sims = whatif.sim_queries(queries, loads, recorded)
+        from_run = whatif.recorded_cores(Path(costs)) if costs else None
     except whatif.WhatIfError as error:
         click.echo(str(error), err=True)
         sys.exit(1)
-    chosen_cores = cores or (pool.spec.executor.cores if pool else 1)
+    chosen_cores = cores or (pool.spec.executor.cores if pool else None) or from_run or 1
     chosen_policy = policy or (pool.spec.policy if pool else None) or DEFAULT_POLICY
-    return sims, chosen_cores, chosen_policy
+    return sims, chosen_cores, chosen_policy, recorded
 
 
 @main.command()
@@ -213,16 +217,16 @@ def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None
     from sluice.scheduler.simulate import Options, Pool
     from sluice.scheduler.simulate import simulate as run_simulation
 
-    queries, per_executor, chosen = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy)
+    queries, per_executor, chosen, recorded = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy)
     options = Options(duration=_duration(duration, "--duration") or 600.0, warmup=_duration(warmup, "--warmup") or 0.0,
                       timeline=out is not None)
     result = run_simulation(queries, Pool(executors, per_executor, chosen), options)
-    click.echo(whatif.table(result, queries))
+    click.echo(whatif.table(result, queries, recorded))
     missed = [k for k, r in result.queries.items() if not r.kept]
     click.echo(f"every SLA kept at {executors} executor(s)." if not missed
                else f"{len(missed)} of {len(queries)} queries miss their goal at {executors} executor(s): {', '.join(missed)}.")
     if out:
-        whatif.write_outputs(result, queries, Path(out))
+        whatif.write_outputs(result, queries, Path(out), recorded)
         click.echo(f"wrote {out}/simulate.json, {out}/summary.txt, {out}/simulate.png", err=True)
 
 
@@ -239,7 +243,7 @@ def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, co
     from sluice.scheduler.simulate import Options, Pool
     from sluice.scheduler.simulate import size as search
 
-    queries, per_executor, chosen = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy)
+    queries, per_executor, chosen, _ = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy)
     options = Options(duration=_duration(duration, "--duration") or 600.0, warmup=_duration(warmup, "--warmup") or 0.0)
     ds2, why = whatif.ds2_executors(queries, per_executor, utilization)
     found, runs = search(queries, Pool(1, per_executor, chosen), options, 1, max_executors)

@@ -31,6 +31,14 @@ def test_run_with_duration_writes_the_report(tmp_path: Path) -> None:
     assert 0 < query["p50_ms"] <= query["p99_ms"]
     assert 0.0 <= query["attainment"] <= 1.0
     assert result["policy"] == "cameo" and 20 <= result["seconds"] < 70
+    # what `sluice simulate --costs` reads: measured, and enough to simulate the query again
+    costs = query["costs"]
+    assert costs["fixed_ms"] > 0 and costs["per_row_us"] >= 0 and costs["input_rate"] > 0 and costs["batches"] >= 3
+    sim = subprocess.run([sys.executable, "-m", "sluice", "simulate", "-f", str(ROOT / "examples" / "fraud-filter.yaml"),
+                          "--costs", str(report), "--executors", "1", "--duration", "1m"],
+                         capture_output=True, text=True, timeout=120)
+    assert sim.returncode == 0, sim.stderr
+    assert "payments/fraud-filter" in sim.stdout
     # a healthy run writes only its own line to stderr: no Spark WARN/ERROR, no JVM notice, no trace
     assert proc.stderr.strip().splitlines() == ["starting Spark (local[*]) with 1 query under cameo ...",
                                                 f"wrote {report}"], proc.stderr

@@ -1,0 +1,115 @@
+"""`sluice simulate` and `sluice size` from the command line: inputs, answers, and bad input in one sentence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from sluice.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+FRAUD = str(ROOT / "examples" / "fraud-filter.yaml")
+SCENARIO = str(ROOT / "bench" / "scenarios" / "multi-tenant.yaml")
+
+COSTS = """
+queries:
+  payments/card-fraud: {rate: 150, trigger: 500ms, fixed: 150ms, perRow: 2.0e-5, critical: true}
+  security/login-anomalies: {rate: 150, trigger: 500ms, fixed: 150ms, perRow: 2.0e-5, critical: true}
+  web/checkout-funnel: {rate: 200, trigger: 2s, fixed: 200ms, perRow: 2.0e-5}
+  analytics/merchant-stats: {rate: 1000, trigger: 5s, keys: 3000, fixed: 600ms, perRow: 1.0e-4}
+  analytics/regional-revenue: {rate: 1000, trigger: 5s, keys: 3000, fixed: 600ms, perRow: 1.0e-4}
+  supply/inventory-rollup: {rate: 600, trigger: 5s, keys: 1000, fixed: 600ms, perRow: 1.0e-4}
+"""
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_simulate_prints_each_query_and_writes_its_files(tmp_path: Path) -> None:
+    rates = tmp_path / "rates.yaml"
+    rates.write_text("queries:\n  payments/fraud-filter: {rate: 200, fixed: 150ms, perRow: 2.0e-5}\n")
+    code, out, err = invoke("simulate", "-f", FRAUD, "--rates", str(rates), "--executors", "1", "--duration", "2m",
+                            "--out", str(tmp_path / "out"))
+    assert code == 0, err
+    assert "payments/fraud-filter" in out and "every SLA kept at 1 executor(s)." in out
+    body = json.loads((tmp_path / "out" / "simulate.json").read_text())
+    query = body["queries"]["payments/fraud-filter"]
+    assert query["batches"] > 100 and query["attainment"] == 1.0  # 200 ms trigger, 154 ms batches, 500 ms SLA
+    assert (tmp_path / "out" / "simulate.png").stat().st_size > 10_000
+
+
+def test_size_reports_the_sla_count_beside_ds2_s_and_which_decides(tmp_path: Path) -> None:
+    rates = tmp_path / "rates.yaml"
+    rates.write_text(COSTS)
+    code, out, err = invoke("size", "--scenario", SCENARIO, "--rates", str(rates), "--duration", "5m")
+    assert code == 0, err
+    # DS2 sums 1.33 cores of work (2 executors at 70%); the critical filters wait behind the
+    # aggregations' 1.1 s batches until 4 slots leave one free for them
+    assert "DS2 (sustains the rates): 2 executor(s)" in out
+    assert "SLAs (keeps every SLA, simulated under cameo): 4 executor(s)." in out
+    assert "The SLAs decide: 4 executors, 2 more than DS2's 2" in out
+    assert "3 executor(s): misses" in err
+
+
+def test_costs_come_from_a_recorded_run_report(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"queries": {"payments/fraud-filter": {"costs": {
+        "fixed_ms": 120.0, "per_row_us": 15.0, "commit_ms": 30.0, "input_rate": 400.0}}}}))
+    code, out, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "1", "--duration", "1m")
+    assert code == 0, err
+    assert "payments/fraud-filter" in out
+    assert "rec p99" not in out  # the report measured no latency: nothing to set beside the prediction
+
+
+def test_a_recording_s_measured_figures_stand_beside_the_prediction(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"cores": 2, "queries": {"payments/fraud-filter": {
+        "p99_ms": 640.0, "attainment": 0.9, "costs": {
+            "fixed_ms": 150.0, "per_row_us": 20.0, "commit_ms": 0.0, "input_rate": 200.0}}}}))
+    code, out, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "1", "--duration", "2m",
+                            "--out", str(tmp_path / "out"))
+    assert code == 0, err
+    assert "1 executor(s) x 2 core(s)" in out  # the recording's cores, as no pool or flag gave them
+    row = next(line for line in out.splitlines() if line.startswith("payments/fraud-filter"))
+    assert row.split()[-2:] == ["640", "90.0%"]
+    measured = json.loads((tmp_path / "out" / "simulate.json").read_text())["measured"]["payments/fraud-filter"]
+    predicted = measured["predicted_p99_ms"]
+    # the manifest's 200 ms trigger and 154 ms batches on a free slot: a row waits at most 354 ms
+    assert 300 < predicted <= 355
+    assert measured["p99_error"] == predicted / 640.0 - 1
+    assert measured["attainment_points"] == (measured["predicted_attainment"] - 0.9) * 100
+
+
+def test_bad_input_gets_one_sentence_and_no_traceback(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"queries": {"someone/else": {"costs": {
+        "fixed_ms": 1, "per_row_us": 1, "commit_ms": 1, "input_rate": 1}}}}))
+    negative = tmp_path / "negative.json"
+    negative.write_text(json.dumps({"queries": {"payments/fraud-filter": {"costs": {
+        "fixed_ms": -5, "per_row_us": 1, "commit_ms": 1, "input_rate": 1}}}}))
+    rates = tmp_path / "rates.yaml"
+    rates.write_text("queries:\n  payments/fraud-filter: {rate: 10, perRow: -1}\n")
+    bad_manifest = tmp_path / "bad.yaml"
+    bad_manifest.write_text(Path(FRAUD).read_text().replace("500ms", "soon"))
+    cases = [
+        (["-f", FRAUD, "--costs", str(report)], "query someone/else is in the costs but in no manifest given"),
+        (["-f", FRAUD, "--costs", str(negative)], "queries.payments/fraud-filter.costs has a negative or non-finite figure"),
+        (["-f", FRAUD, "--rates", str(rates)], "queries.payments/fraud-filter.perRow"),
+        (["-f", FRAUD], "query payments/fraud-filter has no input rate"),
+        (["-f", str(bad_manifest)], "spec.sla.latencyTarget"),
+        ([], "either with -f MANIFEST... or with --scenario FILE"),
+        (["--scenario", str(tmp_path / "missing.yaml")], "cannot be read"),
+    ]
+    for args, expected in cases:
+        code, out, err = invoke("simulate", *args, "--executors", "1")
+        assert code == 1, (args, out, err)
+        assert expected in err, (args, err)
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    declared = tmp_path / "declared.yaml"
+    declared.write_text("queries:\n  payments/fraud-filter: {rate: 10}\n")
+    code, _, err = invoke("simulate", "-f", FRAUD, "--rates", str(declared), "--executors", "1")
+    assert code == 1 and "has no batch costs" in err
