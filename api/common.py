@@ -125,6 +125,8 @@ class ScalingDecision(Model):
     """Executors after the decision."""
     reason: str = ""
     """Why, in a sentence."""
+    bound: str = ""
+    """Which bound decided: rates (DS2) or slas (the simulated schedule needs more to keep every SLA)."""
 
 
 class CommonStatus(Model):

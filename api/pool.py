@@ -132,6 +132,9 @@ class Autoscaling(Model):
     utilization: float = Field(default=0.7, gt=0, le=1)
     """The busy share of the executors' cores DS2 sizes for (the rest is headroom that keeps
     micro-batches short enough for the SLAs)."""
+    slaSizing: bool = True
+    """Raise DS2's count to the fewest executors whose simulated schedule (the pool's measured
+    costs, its policy) keeps every query's SLA; false: DS2's count alone."""
     stabilizationWindow: DayDuration = Duration.parse("1m")
     """After a change, no other change for this long: the runtime's measurements of the
     transition (executors starting, state reloading) are not the new size's."""
@@ -234,6 +237,12 @@ class Recommendation(Model):
     microBatchSlots: int = 0
     """Task slots the micro-batch queries need at the pool's utilization (what a Real-time
     query's reservation must leave them)."""
+    bound: str = ""
+    """Which bound decided: rates (DS2: the work the input rates make) or slas (the simulated
+    schedule needs more executors to keep every SLA)."""
+    slaExecutors: int | None = None
+    """The executors the simulated schedule keeps every SLA at (absent: not simulated, or not
+    kept even at maxExecutors)."""
 
 
 class ScaleUp(Model):

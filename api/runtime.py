@@ -47,6 +47,26 @@ class Load(Answer):
     """(input rows, useful task seconds) of each of those batches, oldest first."""
 
 
+class BatchCosts(Answer):
+    """A query's measured batch costs over its recent batches (`intervals.measured`, as the
+    runtime's interval choice sees them): what `sluice simulate --costs` and the operator's
+    SLA-aware sizing simulate it with."""
+
+    fixed_ms: float = Field(ge=0)
+    """What a batch costs whatever its rows (wall time from its start to its action's end)."""
+    per_row_us: float = Field(ge=0)
+    """What each input row adds."""
+    commit_ms: float = Field(ge=0)
+    """The offset commit after the action."""
+    queueing_ms: float = Field(ge=0)
+    """Recent wait at the gate."""
+    input_rate: float = Field(ge=0)
+    """Rows per second the query read."""
+    batches: int = Field(ge=0)
+    interval_ms: float | None = None
+    """The interval in force."""
+
+
 class StageTimes(Answer):
     """Useful task seconds per stage of the latest measured batch."""
 
@@ -106,6 +126,15 @@ class QueryStatus(Answer):
     """Why that mode, in one sentence."""
     reserved_slots: int = Field(default=0, ge=0)
     """Task slots a Real-time query holds while it runs, out of the pool's capacity."""
+    costs: BatchCosts | None = None
+    """Measured batch costs, once 3 batches are measured."""
+    critical: bool = False
+    """spec.sla.critical: the query's goal is 99% of rows within the SLA (else 95%)."""
+    trigger_ms: float | None = None
+    """spec.trigger's interval, if set (else the runtime chooses it from the SLA)."""
+    window_ms: float | None = None
+    """The tumbling window of a windowed aggregation."""
+    watermark_delay_ms: float = 0.0
 
 
 class Registration(Answer):

@@ -45,6 +45,8 @@ from dataclasses import dataclass, replace
 
 from sluice.scheduler.costs import fit_line
 
+from .sla_sizing import SlaCount
+
 FIT_SPREAD = 1.5
 """Batch sizes must differ this much before a fixed part is fitted (below, the ratio stands)."""
 BEHIND = 0.95
@@ -167,6 +169,11 @@ class Decision:
     memory: Memory = Memory()
     ineffective_found: Ineffective | None = None
     """An ineffective scale-up found by this decision (to record once)."""
+    bound: str = "rates"
+    """Which bound set `wanted`: "rates" (DS2: the work the rates make) or "slas" (the simulated
+    schedule needs more executors to keep every SLA)."""
+    sla: SlaCount | None = None
+    """What the SLA simulation said (None: not simulated)."""
 
     def changes(self, current: int) -> bool:
         return self.target != current
@@ -209,11 +216,13 @@ def _check_scale_up(memory: Memory, loads: Sequence[QueryLoad], bounds: Bounds, 
 
 
 def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, memory: Memory | None = None,
-           generation: int = 0, reserved: int = 0, moving: bool = False) -> Decision:
+           generation: int = 0, reserved: int = 0, moving: bool = False, sla: SlaCount | None = None) -> Decision:
     """The pool's executor count for these loads; `current` is the target now in force.
     `reserved`: task slots Real-time queries hold for as long as they run, counted whole (not at
     the utilization) on top of the micro-batch queries' cores. `moving`: the runtime still has
-    state partitions to move (a scale-up's effect is not judged until they have)."""
+    state partitions to move (a scale-up's effect is not judged until they have). `sla`: the
+    executors the simulated schedule needs to keep every SLA; when more than the rates need, it
+    is the count wanted (and stabilization, delays and steps apply to it as to DS2's)."""
     if not 0 < bounds.utilization <= 1:
         raise ValueError("utilization must be in (0, 1]")
     memory = memory or Memory()
@@ -222,7 +231,7 @@ def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, mem
         memory = replace(memory, ineffective=None)  # the spec changed, or the pool shrank: try again
     if current > bounds.max_executors:  # the bounds moved below the pool: they apply at once
         inner = decide(loads, bounds.max_executors, bounds, now, replace(memory, last_change=None), generation, reserved,
-                       moving)
+                       moving, sla)
         return replace(inner, reason=f"maxExecutors {bounds.max_executors} is below the {current} asked for; "
                                      f"from there, {inner.reason}",
                        memory=replace(inner.memory, last_change=now, below_since=None, scale_up=None))
@@ -238,16 +247,25 @@ def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, mem
     per_executor = max(bounds.cores_per_executor, 1)
     slots = min(cores / bounds.utilization + reserved, 1e9)
     wanted = 0 if slots <= 0 else math.ceil(slots / per_executor - 1e-9)
-    target = min(max(wanted, bounds.min_executors), bounds.max_executors)
+    by_rates = min(max(wanted, bounds.min_executors), bounds.max_executors)
     held = f" plus {_plural(reserved, 'task slot')} Real-time queries hold" if reserved else ""
     sized = (f"{len(loads)} quer{'y' if len(loads) == 1 else 'ies'} need {cores:.2f} cores; "
-             f"at {bounds.utilization:.0%} utilization{held} that is {_plural(target, 'executor')} "
+             f"at {bounds.utilization:.0%} utilization{held} that is {_plural(by_rates, 'executor')} "
              f"of {_plural(per_executor, 'core')}")
     if wanted > bounds.max_executors:
         sized += f" (capped at maxExecutors {bounds.max_executors}; {wanted} would keep up)"
+    bound = "rates"
+    if sla is not None:
+        need = bounds.max_executors if sla.executors is None else sla.executors
+        if need > wanted:
+            wanted, bound = need, "slas"
+            sized += f"; the SLAs need more, so they decide: {sla.why.rstrip('.')}"
+        else:
+            sized += f" (the rates decide; {sla.why.rstrip('.')})"
+    target = min(max(wanted, bounds.min_executors), bounds.max_executors)
 
     def keep(why: str, next_memory: Memory) -> Decision:
-        return Decision(current, cores, f"{sized}: {why}", wanted, next_memory, found)
+        return Decision(current, cores, f"{sized}: {why}", wanted, next_memory, found, bound, sla)
 
     stable_until = None if memory.last_change is None else memory.last_change + bounds.stabilization
     if moving and target != current:  # the executors it has are not in use yet: judge them first
@@ -263,7 +281,7 @@ def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, mem
                         f"pool does not grow past it until its spec changes.", memory)
         up = ScaleUp(now, current, target, _throughput(loads), sum(load.target_rate for load in loads), _reading(loads))
         return Decision(target, cores, f"{sized}: growing from {current}.", wanted,
-                        replace(memory, last_change=now, scale_up=up), found)
+                        replace(memory, last_change=now, scale_up=up), found, bound, sla)
     if target == current:
         return keep("no change.", replace(memory, below_since=None, below_peak=0))
     if unmeasured:
@@ -281,4 +299,4 @@ def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, mem
     new = min(current - 1, max(peak, floor, bounds.min_executors))
     step = f"; at most {bounds.max_scale_down_factor:.0%} of the executors go in one step" if new > peak else ""
     return Decision(new, cores, f"{sized}: shrinking from {current} to {new}{step}.", wanted,
-                    replace(memory, last_change=now, below_since=None, below_peak=0, scale_up=None), found)
+                    replace(memory, last_change=now, below_since=None, below_peak=0, scale_up=None), found, bound, sla)

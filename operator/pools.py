@@ -113,12 +113,15 @@ async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, p
             placement[gone] = None  # a merge patch keeps a map's old keys unless each is nulled
         patch.status["state"] = {"placement": placement, "pendingMoves": executors.pendingMoves,
                                  "moves": executors.stateMoves, "movedBytes": executors.stateMovedBytes}
-    chosen = scaling.plan(model, current, queries, time.time(), scaling.memory(status), generation or 0, moving)
+    sla = await asyncio.to_thread(scaling.sla_count, model, queries)
+    chosen = scaling.plan(model, current, queries, time.time(), scaling.memory(status), generation or 0, moving, sla)
     auto: dict[str, Any] = {"mode": model.spec.autoscaling.mode, "recommendation": None}
     if chosen.recommendation is not None:
         auto["recommendation"] = {"executors": chosen.recommendation.target, "reason": chosen.recommendation.reason,
                                   "time": now_rfc3339(),
-                                  "microBatchSlots": scaling.micro_batch_slots(chosen.recommendation, model)}
+                                  "microBatchSlots": scaling.micro_batch_slots(chosen.recommendation, model),
+                                  "bound": chosen.recommendation.bound,
+                                  "slaExecutors": None if sla is None else sla.executors}
         found = chosen.recommendation.ineffective_found
         if found is not None:
             kopf.warn(body, reason="IneffectiveScaling",
@@ -134,7 +137,8 @@ async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, p
     patch.status["autoscaling"] = auto
     if chosen.decision is not None:
         patch.status["lastScalingDecision"] = {"time": now_rfc3339(), "fromExecutors": current,
-                                               "toExecutors": chosen.target, "reason": chosen.decision.reason}
+                                               "toExecutors": chosen.target, "reason": chosen.decision.reason,
+                                               "bound": chosen.decision.bound}
         kopf.info(body, reason="Autoscaled", message=chosen.why)
     return chosen
 

@@ -19,6 +19,7 @@ from sluice.api.pool import StreamingPool
 from sluice.api.runtime import ExecutorState, QueryStatus, TargetAccepted
 
 from .autoscaler import Bounds, Decision, Ineffective, Memory, QueryLoad, ScaleUp, decide
+from .sla_sizing import SlaCount, sla_executors
 
 CATCH_UP_PER_SLA, CATCH_UP_MIN, CATCH_UP_MAX = 10.0, 30.0, 600.0
 """A query's default catch-up time: 10x its latency target, within 30 s .. 10 min."""
@@ -108,19 +109,38 @@ class Plan:
 
 
 def overload(decision: Decision, target: int, limits: Bounds) -> str | None:
-    """A sentence when DS2's measured demand needs more executors than `target` (None otherwise)."""
+    """A sentence when DS2's measured demand, or the SLAs, need more executors than `target` (None otherwise)."""
+    sla = decision.sla
+    if decision.bound == "slas" and sla is not None and sla.executors is None and target >= limits.max_executors:
+        return f"{sla.why[:1].upper()}{sla.why[1:]}"
     if decision.wanted <= target:
         return None
     capped = f" (maxExecutors is {limits.max_executors})" if target >= limits.max_executors else ""
+    if decision.bound == "slas":
+        return (f"the simulated schedule needs {decision.wanted} executors to keep every SLA but the pool has "
+                f"{target}{capped}: latency SLAs will be missed until it has {decision.wanted}.")
     return (f"the measured demand needs {decision.wanted} executors ({decision.cores_needed:.2f} cores at "
             f"{limits.utilization:.0%} utilization) but the pool has {target}{capped}: latency SLAs will be "
             f"missed until it has {decision.wanted}.")
 
 
+def sla_count(pool: StreamingPool, queries: Mapping[str, QueryStatus] | None) -> SlaCount | None:
+    """What the pool's SLAs need (`sla_sizing`), when autoscaling is on and slaSizing is set; a
+    few simulations, so the operator runs it in a worker thread."""
+    auto = pool.spec.autoscaling
+    if queries is None or auto.mode == "off" or not auto.slaSizing:
+        return None
+    reserved = sum(status.reserved_slots for status in queries.values())
+    return sla_executors(queries, pool.spec.executor.cores, pool.spec.policy, pool.spec.minExecutors,
+                         pool.spec.maxExecutors, reserved)
+
+
 def plan(pool: StreamingPool, current: int, queries: Mapping[str, QueryStatus] | None, now: float,
-         remembered: Memory | None = None, generation: int = 0, moving: bool = False) -> Plan:
+         remembered: Memory | None = None, generation: int = 0, moving: bool = False,
+         sla: SlaCount | None = None) -> Plan:
     """The target for a pool whose target now is `current`; `queries`: None if unmeasured;
-    `moving`: the runtime still moves state partitions (Megaphone)."""
+    `moving`: the runtime still moves state partitions (Megaphone); `sla`: what the SLAs need
+    (`sla_count`), raising DS2's count."""
     fixed = pool.spec.executors
     auto = pool.spec.autoscaling
     limits = bounds(pool)
@@ -134,14 +154,15 @@ def plan(pool: StreamingPool, current: int, queries: Mapping[str, QueryStatus] |
     loads = observations(queries, None if auto.catchUp is None else auto.catchUp.seconds)
     remembered = remembered or Memory()
     reserved = sum(status.reserved_slots for status in queries.values())
-    decision = decide(loads, current, limits, now, remembered, generation, reserved, moving)
+    decision = decide(loads, current, limits, now, remembered, generation, reserved, moving, sla)
     if fixed is not None:  # a fixed count: DS2 only says whether it is enough
         return Plan(fixed, "spec.executors is set.", None, overload(decision, fixed, limits), decision)
     if auto.mode == "recommend":
         held = _held(remembered, decision, current)
         return Plan(current, f"DS2 recommends {decision.target} (spec.autoscaling.mode is recommend; nothing changes): "
                              f"{decision.reason}", None, overload(decision, current, limits), decision, held)
-    return Plan(decision.target, f"DS2: {decision.reason}", decision if decision.changes(current) else None,
+    who = "DS2 and the SLAs" if decision.bound == "slas" else "DS2"
+    return Plan(decision.target, f"{who}: {decision.reason}", decision if decision.changes(current) else None,
                 overload(decision, decision.target, limits), decision, decision.memory)
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.api.query import StreamingQuery
-from sluice.api.runtime import Load, QueryPhase, QueryStatus, SchedulerMode, StageTimes
+from sluice.api.runtime import BatchCosts, Load, QueryPhase, QueryStatus, SchedulerMode, StageTimes
+from sluice.scheduler import intervals
 from sluice.scheduler.core import Completion, Grant
 from sluice.scheduler.policies import QuerySpec
 
@@ -189,8 +190,23 @@ class HostedQuery:
             interval_ms=None if self.interval is None else round(self.interval * 1000, 1),
             interval_reason=self.interval_reason, interval_restarts=len(self.interval_passes),
             execution=self.execution, execution_reason=self.execution_reason,
-            reserved_slots=self.reserved_slots,
+            reserved_slots=self.reserved_slots, costs=self.costs(),
+            critical=self.query.spec.sla.critical,
+            trigger_ms=None if self.query.spec.trigger is None else self.query.spec.trigger.interval.seconds * 1000,
+            window_ms=None if self.spec.window_size is None else self.spec.window_size * 1000,
+            watermark_delay_ms=self.spec.watermark_delay * 1000,
         )
+
+    def costs(self) -> BatchCosts | None:
+        """The batches' fixed and per-row cost, commit and input rate, as the interval choice
+        measures them; None before 3 measured batches."""
+        found = intervals.measured(self.batch_costs(), self.input_rate, self.recent_gate_wait(), self.recent_commit())
+        if found is None:
+            return None
+        return BatchCosts(fixed_ms=round(found.fixed * 1000, 3), per_row_us=round(found.per_row * 1e6, 4),
+                          commit_ms=round(found.commit * 1000, 3), queueing_ms=round(found.queueing * 1000, 3),
+                          input_rate=round(found.rate, 3), batches=len(self.batch_costs()),
+                          interval_ms=None if self.interval is None else round(self.interval * 1000, 1))
 
 
 def _ms(seconds: float | None) -> float | None:

@@ -21,13 +21,11 @@ from typing import Any
 from sluice.api.constants import DEFAULT_POLICY
 from sluice.api.query import StreamingQuery
 from sluice.api.runtime import QueryStatus
-from sluice.scheduler import intervals
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 
 from . import realtime
 from .host import QueryHost
-from .hosted import HostedQuery
 from .policy import mode_of
 from .session import SessionConfig, build_session
 
@@ -89,8 +87,6 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
             if options.on_tick:
                 options.on_tick(host.statuses())
         statuses = host.statuses()
-        with host.lock:
-            costs = {key: recorded_costs(hosted) for key, hosted in host.queries.items()}
     finally:
         host.stop_all()
     per_query: dict[str, dict[str, Any]] = {}
@@ -105,7 +101,7 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
             "output_rows": status.output_rows, "batches": status.batches, "phase": status.phase,
             "message": status.message, "bands": status.bands, "phases_ms": phases.get(key, {}),
             "critical_path": status.criticalPath, "bottleneck": status.bottleneck,
-            "costs": costs.get(key),
+            "costs": None if status.costs is None else status.costs.model_dump(),
         }
         if options.timeline:
             window = host.queries[key].window
@@ -113,20 +109,6 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
                 [round(b.committed - started, 3), b.rows, [round(x * 1000, 1) for x in b.latencies]] for b in window.batches
             ]
     return report
-
-
-def recorded_costs(hosted: HostedQuery) -> dict[str, float | None] | None:
-    """What `sluice simulate --costs` reads of a query: its batches' fixed and per-row cost, its
-    offset commit and its input rate (`intervals.measured` over the recent batches, as the
-    runtime's interval choice sees them); None before 3 measured batches."""
-    found = intervals.measured(hosted.batch_costs(), hosted.input_rate, hosted.recent_gate_wait(),
-                               hosted.recent_commit())
-    if found is None:
-        return None
-    return {"fixed_ms": round(found.fixed * 1000, 3), "per_row_us": round(found.per_row * 1e6, 4),
-            "commit_ms": round(found.commit * 1000, 3), "queueing_ms": round(found.queueing * 1000, 3),
-            "input_rate": round(found.rate, 3), "batches": len(hosted.batch_costs()),
-            "interval_ms": None if hosted.interval is None else round(hosted.interval * 1000, 1)}
 
 
 def stop_session() -> None:

@@ -126,10 +126,12 @@ class Pool:
     policy: str = "cameo"
     max_wait: float = 30.0
     """The scheduler's aging bound (seconds)."""
+    reserved: int = 0
+    """Slots held outside the micro-batch schedule (Real-time queries hold theirs whole)."""
 
     @property
     def slots(self) -> int:
-        return self.executors * self.cores_per_executor
+        return max(self.executors * self.cores_per_executor - self.reserved, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,8 +454,11 @@ def size(queries: Sequence[SimQuery], pool: Pool, options: Options, least: int, 
     runs: dict[int, Result] = {}
 
     def holds(n: int) -> bool:
+        at = Pool(n, pool.cores_per_executor, pool.policy, pool.max_wait, pool.reserved)
+        if at.slots < 1:  # the reserved slots take them all
+            return False
         if n not in runs:
-            runs[n] = simulate(queries, Pool(n, pool.cores_per_executor, pool.policy, pool.max_wait), options, timer)
+            runs[n] = simulate(queries, at, options, timer)
         return runs[n].kept
 
     low, high = least - 1, least  # low: known (or assumed) to miss; high: next to try
