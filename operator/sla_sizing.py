@@ -6,6 +6,8 @@ idle enough for DS2. Each pool sync, the operator simulates the pool's queries f
 measured costs (`scheduler.simulate`: the same scheduler core and batching rules as the runtime,
 the same model as `sluice simulate`) and raises DS2's count to the count that keeps every SLA.
 
+A query that misses its SLA even with a slot to itself (its trigger, or its own batch cost,
+exceeds the SLA) is not a sizing problem: it is named, and the count is sized for the others.
 What it does not know is stated: the simulation uses each query's measured rate now (a burst to
 come is not in it), and queries without 3 measured batches are left out of it, so sizing is
 DS2's alone until every query with input is measured.
@@ -13,11 +15,12 @@ DS2's alone until every query with input is measured.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sluice.api.runtime import QueryStatus
-from sluice.scheduler.simulate import Options, Pool, SimQuery, size
+from sluice.scheduler.simulate import Options, Pool, QueryResult, Result, SimQuery, simulate, size
 
 SIMULATED, WARMUP = 120.0, 20.0
 """Seconds simulated at each executor count, and the start left out of the figures (the
@@ -64,16 +67,40 @@ def sla_executors(queries: Mapping[str, QueryStatus], cores_per_executor: int, p
     sims, unmeasured = sim_queries(queries)
     if not sims or unmeasured:
         return None
-    least = max(least, 1)
-    found, runs = size(sims, Pool(least, cores_per_executor, policy, reserved=reserved),
-                       Options(duration=SIMULATED, warmup=WARMUP), least, max(most, least))
+    least, most = max(least, 1), max(most, least, 1)
+    options = Options(duration=SIMULATED, warmup=WARMUP)
+    # a slot for every query: no wait at the gate; whoever misses here, executors cannot help
+    ample = Pool(math.ceil((len(sims) + reserved) / max(cores_per_executor, 1)), cores_per_executor, policy,
+                 reserved=reserved)
+    alone = simulate(sims, ample, options)
+    hopeless = sorted(key for key, result in alone.queries.items() if not result.kept)
+    judged = [q.key for q in sims if q.key not in hopeless]
+    note = "" if not hopeless else (
+        f"; {_names(hopeless)} miss{'es' if len(hopeless) == 1 else ''} the SLA even with a slot each (the trigger "
+        "or the batch's own cost, not the executors, limits it), so the count is sized for the others")
+    if not judged:
+        return SlaCount(least, f"no executor count keeps the SLAs{note}.", 1)
+    found, runs = size(sims, Pool(least, cores_per_executor, policy, reserved=reserved), options, least, most,
+                       judged=judged)
     if found is None:
-        result = runs.get(max(most, least))
-        worst = None if result is None else result.worst()
-        detail = "" if worst is None else f": {worst.key} keeps {worst.attainment or 0:.1%} of its rows (goal {worst.goal:.0%})"
-        return SlaCount(None, f"the simulated schedule misses an SLA even at maxExecutors {most}{detail}.", len(runs))
-    below = runs.get(found - 1)
-    worst = None if below is None else below.worst()
-    detail = ("" if worst is None or found == least
-              else f"; at {found - 1}, {worst.key} keeps {worst.attainment or 0:.1%} (goal {worst.goal:.0%})")
-    return SlaCount(found, f"the simulated schedule keeps every SLA at {found} executor(s){detail}.", len(runs))
+        worst = _worst(runs.get(most), judged)
+        return SlaCount(None, f"the simulated schedule misses an SLA even at maxExecutors {most}{_detail(worst)}{note}.",
+                        len(runs) + 1)
+    worst = None if found == least else _worst(runs.get(found - 1), judged)
+    at = "" if worst is None else f"; at {found - 1},{_detail(worst)[1:]}"
+    return SlaCount(found, f"the simulated schedule keeps every SLA at {found} executor(s){at}{note}.", len(runs) + 1)
+
+
+def _worst(result: Result | None, judged: list[str]) -> QueryResult | None:
+    if result is None:
+        return None
+    measured = [result.queries[k] for k in judged if result.queries[k].attainment is not None]
+    return min(measured, key=lambda q: (q.attainment or 0.0) - q.goal, default=None)
+
+
+def _detail(worst: QueryResult | None) -> str:
+    return "" if worst is None else f": {worst.key} keeps {worst.attainment or 0:.1%} of its rows (goal {worst.goal:.0%})"
+
+
+def _names(keys: list[str]) -> str:
+    return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")

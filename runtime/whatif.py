@@ -9,7 +9,7 @@ into its queries, one sentence per problem:
 - **rates** per query, in the benchmark scenario's load syntax (`rate`, `bursts`, `keys`,
   `trigger`), from a rates file (`queries: {namespace/name: {...}}`) or a scenario file (its
   manifests and loads together); else the recording's measured input rate, else the manifest's
-  `spec.resources.expectedRate`.
+  `spec.resources.expectedRate`, else a `rate` source's `rowsPerSecond`.
 
 DS2's count is the operator's own (`autoscaler.decide`) on the same costs and rates.
 """
@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sluice.api.query import StreamingQuery
+from sluice.api.query import RateSource, StreamingQuery
 from sluice.api.units import Duration
 from sluice.operator.autoscaler import Bounds, QueryLoad, decide
 from sluice.scheduler import intervals
@@ -92,8 +92,9 @@ def read_rates(path: Path) -> dict[str, DeclaredLoad]:
         raise WhatIfError(f"{path}: {where}: {first['msg']}.") from None
 
 
-def read_scenario(path: Path) -> tuple[list[StreamingQuery], dict[str, DeclaredLoad]]:
-    """A benchmark scenario: its manifests, and each query's load (critical as the scenario says)."""
+def read_scenario(path: Path) -> tuple[list[StreamingQuery], dict[str, DeclaredLoad], tuple[float, float]]:
+    """A benchmark scenario: its manifests, each query's load (critical as the scenario says),
+    and its span (seconds run: warm-up plus duration; seconds of warm-up), as `sluice bench` runs it."""
     from .bench import ScenarioError
 
     try:
@@ -102,7 +103,7 @@ def read_scenario(path: Path) -> tuple[list[StreamingQuery], dict[str, DeclaredL
         raise WhatIfError(str(error)) from None
     loads = {q.key: DeclaredLoad(**s.load.model_dump(), critical=s.critical)
              for q, s in zip(queries, scenario.queries, strict=True)}
-    return queries, loads
+    return queries, loads, (scenario.duration.seconds + scenario.warmup.seconds, scenario.warmup.seconds)
 
 
 def read_costs(path: Path, known: Sequence[str]) -> dict[str, Recorded]:
@@ -156,7 +157,8 @@ def sim_queries(queries: Sequence[StreamingQuery], loads: Mapping[str, DeclaredL
     for query in queries:
         key, spec = query.key, query.spec
         load, found = loads.get(key), recorded.get(key)
-        rate = load.rate if load else found.rate if found else spec.resources.expectedRate
+        generated = spec.source.rowsPerSecond if isinstance(spec.source, RateSource) else None
+        rate = load.rate if load else found.rate if found else spec.resources.expectedRate or generated
         if rate is None:
             raise WhatIfError(f"query {key} has no input rate: give it in --rates (queries.{key}.rate), record it "
                               "with --costs, or set spec.resources.expectedRate.")
@@ -193,7 +195,7 @@ def ds2_executors(queries: Sequence[SimQuery], cores_per_executor: int, utilizat
         useful = sum(c for _, c in batches)
         loads.append(QueryLoad(q.key, q.rate, sum(r for r, _ in batches), useful, batches, interval, q.rate))
     decision = decide(loads, 1, Bounds(1, 1_000_000, cores_per_executor, utilization), 0.0)
-    return max(decision.wanted, 1), decision.reason
+    return max(decision.wanted, 1), decision.reason.rsplit(": ", 1)[0] + "."
 
 
 def table(result: Result, queries: Sequence[SimQuery], recorded: Mapping[str, Recorded] | None = None) -> str:

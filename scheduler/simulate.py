@@ -34,7 +34,7 @@ import heapq
 import math
 import statistics
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from sluice.runtime.latency import GRID, MASSES
@@ -443,9 +443,11 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
 
 
 def size(queries: Sequence[SimQuery], pool: Pool, options: Options, least: int, most: int,
-         timer: Callable[[], float] | None = None) -> tuple[int | None, dict[int, Result]]:
+         timer: Callable[[], float] | None = None,
+         judged: Collection[str] | None = None) -> tuple[int | None, dict[int, Result]]:
     """The smallest executor count in [least, most] whose simulated schedule keeps every SLA
-    (None: not even `most`), and every simulation made on the way (executors -> result).
+    (of the `judged` queries only, if given) (None: not even `most`), and every simulation made
+    on the way (executors -> result).
 
     Doubles from `least` until the SLAs hold, then bisects between the last miss and the first
     hold: attainment grows with executors in this model (more slots never delay a batch)."""
@@ -459,7 +461,9 @@ def size(queries: Sequence[SimQuery], pool: Pool, options: Options, least: int, 
             return False
         if n not in runs:
             runs[n] = simulate(queries, at, options, timer)
-        return runs[n].kept
+        if judged is None:
+            return runs[n].kept
+        return all(runs[n].queries[key].kept for key in judged)
 
     low, high = least - 1, least  # low: known (or assumed) to miss; high: next to try
     while not holds(high):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
@@ -17,6 +17,7 @@ from sluice.api.runtime import QueryStatus
 
 if TYPE_CHECKING:
     from sluice.runtime.whatif import Recorded
+    from sluice.scheduler.simulate import Options as SimOptions
     from sluice.scheduler.simulate import SimQuery
 
 
@@ -168,28 +169,39 @@ def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
         click.option("--costs", type=click.Path(dir_okay=False), help="A `sluice run --report` file: each query's measured batch costs and input rate."),
         click.option("--rates", type=click.Path(dir_okay=False),
                      help="YAML: queries: {namespace/name: {rate, bursts, keys, trigger, fixed, perRow, commit}} (the scenario load syntax, plus declared costs)."),
-        click.option("--duration", default="10m", show_default=True, help="Simulated time."),
-        click.option("--warmup", default="30s", show_default=True, help="Simulated time at the start left out of the figures."),
+        click.option("--duration", help="Simulated time (default: a --scenario's warm-up plus duration, else 10m)."),
+        click.option("--warmup", help="Simulated time at the start left out of the figures (default: a --scenario's "
+                                      "warm-up, else 30s)."),
         click.option("--policy", type=click.Choice(POLICIES), help=f"Scheduling policy (default: the pool's, else {DEFAULT_POLICY})."),
     ]):
         command = option(command)
     return command
 
 
+class _WhatIf(NamedTuple):
+    queries: list[SimQuery]
+    cores: int
+    policy: str
+    recorded: dict[str, Recorded]
+    options: SimOptions
+
+
 def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | None, rates: str | None,
-                   cores: int | None, policy: str | None) -> tuple[list[SimQuery], int, str, dict[str, Recorded]]:
-    """(simulation queries, cores per executor, policy, the recording's figures); exits 1 with one
-    sentence on bad input. Without --cores-per-executor or a pool, a recording's cores (one
-    local-mode executor with all of them) set the slots per executor."""
+                   cores: int | None, policy: str | None, duration: str | None, warmup: str | None,
+                   timeline: bool = False) -> _WhatIf:
+    """The simulation's queries, cores per executor, policy, the recording's figures and the
+    simulated span; exits 1 with one sentence on bad input. Without --cores-per-executor or a
+    pool, a recording's cores (one local-mode executor with all of them) set the slots per
+    executor; without --duration and --warmup, a scenario's span (as `sluice bench` runs it)."""
     from sluice.runtime import whatif
 
     if bool(files) == bool(scenario):
         click.echo("Give the queries either with -f MANIFEST... or with --scenario FILE (one of the two).", err=True)
         sys.exit(1)
     try:
-        pool = None
+        pool, span = None, (600.0, 30.0)
         if scenario:
-            queries, loads = whatif.read_scenario(Path(scenario))
+            queries, loads, span = whatif.read_scenario(Path(scenario))
         else:
             queries, pool = _load_queries(files)
             loads = {}
@@ -203,7 +215,12 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
         sys.exit(1)
     chosen_cores = cores or (pool.spec.executor.cores if pool else None) or from_run or 1
     chosen_policy = policy or (pool.spec.policy if pool else None) or DEFAULT_POLICY
-    return sims, chosen_cores, chosen_policy, recorded
+    from sluice.scheduler.simulate import Options
+
+    seconds = _duration(duration, "--duration") or span[0]
+    skipped = _duration(warmup, "--warmup")
+    options = Options(duration=seconds, warmup=span[1] if skipped is None else skipped, timeline=timeline)
+    return _WhatIf(sims, chosen_cores, chosen_policy, recorded, options)
 
 
 @main.command()
@@ -211,15 +228,14 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
 @click.option("--executors", type=click.IntRange(1, 100_000), required=True, help="Executors in the pool.")
 @click.option("--out", type=click.Path(file_okay=False), help="Also write simulate.json, summary.txt and simulate.png here.")
 def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, cores: int | None, costs: str | None,
-             rates: str | None, duration: str, warmup: str, policy: str | None, executors: int, out: str | None) -> None:
+             rates: str | None, duration: str | None, warmup: str | None, policy: str | None, executors: int, out: str | None) -> None:
     """Predict each query's p50, p99 and SLA attainment in one pool before deploying (a simulation)."""
     from sluice.runtime import whatif
-    from sluice.scheduler.simulate import Options, Pool
+    from sluice.scheduler.simulate import Pool
     from sluice.scheduler.simulate import simulate as run_simulation
 
-    queries, per_executor, chosen, recorded = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy)
-    options = Options(duration=_duration(duration, "--duration") or 600.0, warmup=_duration(warmup, "--warmup") or 0.0,
-                      timeline=out is not None)
+    queries, per_executor, chosen, recorded, options = _whatif_inputs(
+        (*files, *more), scenario, costs, rates, cores, policy, duration, warmup, timeline=out is not None)
     result = run_simulation(queries, Pool(executors, per_executor, chosen), options)
     click.echo(whatif.table(result, queries, recorded))
     missed = [k for k, r in result.queries.items() if not r.kept]
@@ -237,14 +253,14 @@ def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None
 @click.option("--utilization", type=click.FloatRange(0.01, 1), default=0.7, show_default=True,
               help="DS2's utilization target (the pool's autoscaling.utilization).")
 def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, cores: int | None, costs: str | None,
-         rates: str | None, duration: str, warmup: str, policy: str | None, max_executors: int, utilization: float) -> None:
+         rates: str | None, duration: str | None, warmup: str | None, policy: str | None, max_executors: int, utilization: float) -> None:
     """The fewest executors that keep every SLA (simulated), beside DS2's count that sustains the rates."""
     from sluice.runtime import whatif
-    from sluice.scheduler.simulate import Options, Pool
+    from sluice.scheduler.simulate import Pool
     from sluice.scheduler.simulate import size as search
 
-    queries, per_executor, chosen, _ = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy)
-    options = Options(duration=_duration(duration, "--duration") or 600.0, warmup=_duration(warmup, "--warmup") or 0.0)
+    queries, per_executor, chosen, _, options = _whatif_inputs(
+        (*files, *more), scenario, costs, rates, cores, policy, duration, warmup)
     ds2, why = whatif.ds2_executors(queries, per_executor, utilization)
     found, runs = search(queries, Pool(1, per_executor, chosen), options, 1, max_executors)
     for n in sorted(runs):

@@ -6,6 +6,7 @@ pool's `sluice.dev/runtime-url` points the operator at that runtime on loopback.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -95,3 +96,39 @@ def test_the_pool_status_shows_where_state_partitions_run_and_the_moves(elastic:
                      and s, timeout=120, what="the partitions spread three and three")
     assert state["moves"] >= 3 and state["movedBytes"] > 0 and state["pendingMoves"] == 0
     world.plane.kubectl("delete", "sq", "counted", "-n", "team-a", "--wait=false")
+
+
+def test_the_slas_raise_ds2_s_count_and_the_status_says_which_bound_decided(elastic: World) -> None:
+    """Six critical filters (1 s trigger, 1.5 s SLA) make a fraction of a core of work, so DS2
+    alone sizes the pool at one one-core executor; but their batches start together every second
+    and each holds a slot for its fixed cost (150-200 ms measured here), so on one slot the last
+    waits five batches and misses its SLA. The operator simulates the pool from the runtime's
+    measured costs and grows it past DS2's count, naming the SLAs as the bound."""
+    world = elastic
+    port = int(world.get("sp", "elastic")["metadata"]["annotations"]["sluice.dev/runtime-url"].rsplit(":", 1)[1])  # type: ignore[index]
+    for leftover in ("steady", "counted"):  # the earlier tests' queries, off the shared runtime
+        world.plane.kubectl("delete", "sq", leftover, "-n", "team-a", "--ignore-not-found", "--wait=true", "--timeout=60s")
+    world.apply(pool("elastic", port, minExecutors=1, maxExecutors=3, executors=1))
+    running(world, 1, "one executor to start from")
+    # no shrink within the test: costs measured on more slots are lower, and a shrink on them
+    # would be the next decision, not this one
+    world.apply(pool("elastic", port, minExecutors=1, maxExecutors=3,
+                     autoscaling={"stabilizationWindow": "0s", "scaleDownDelay": "10m"}))
+    for i in range(6):
+        manifest = query(f"tight-{i}", "team-b", pool_name="elastic", trigger={"interval": "1s"})
+        manifest["spec"]["sla"] = {"latencyTarget": "1500ms", "critical": True}
+        world.apply(manifest)
+    decided = wait_for(lambda: (d := status(world).get("lastScalingDecision")) and d.get("bound") == "slas" and d,
+                       timeout=180, every=1, what="a scaling decision the SLAs made")
+    found = re.search(r"that is (\d+) executors? of 1 core; the SLAs need more, so they decide: the simulated schedule "
+                      r"(keeps every SLA at (\d+) executor|misses an SLA even at maxExecutors 3)", decided["reason"])
+    assert found is not None, decided["reason"]
+    by_rates = int(found.group(1))
+    assert decided["toExecutors"] > by_rates, decided  # N + k: the SLAs' count, above DS2's
+    recommendation = status(world)["autoscaling"]["recommendation"]
+    assert recommendation["bound"] == "slas"
+    running(world, decided["toExecutors"], "the executors the SLAs need, started by Spark")
+    at = at_target(world, "Scaled AtTarget at the SLAs' count")
+    assert "executors running; DS2 and the SLAs:" in at["message"]
+    for i in range(6):
+        world.plane.kubectl("delete", "sq", f"tight-{i}", "-n", "team-b", "--wait=false")

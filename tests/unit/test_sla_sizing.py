@@ -104,3 +104,22 @@ def test_slas_not_kept_even_at_the_maximum_are_an_overload() -> None:
     assert stated.target == 2 and stated.overload == (
         "the simulated schedule needs 4 executors to keep every SLA but the pool has 2: latency SLAs will be "
         "missed until it has 4.")
+
+
+def test_a_query_no_executor_count_can_help_does_not_grow_the_pool() -> None:
+    # a 2 s trigger and a 2 s SLA: a row that waits the whole interval is late whatever the pool
+    # has (the shape of test_autoscale's query); sizing for it would only reach maxExecutors
+    hopeless = {"t/steady": status(sla_ms=2000, trigger_ms=2000, interval_ms=2000)}
+    found = sla_executors(hopeless, 1, "cameo", 1, 8)
+    assert found is not None and found.executors == 1
+    assert found.why == ("no executor count keeps the SLAs; t/steady misses the SLA even with a slot each (the "
+                         "trigger or the batch's own cost, not the executors, limits it), so the count is sized for "
+                         "the others.")
+    spec = pool()
+    plan = scaling.plan(spec, 1, hopeless, now=0.0, sla=scaling.sla_count(spec, hopeless))
+    assert plan.target == 1 and plan.recommendation is not None and plan.recommendation.bound == "rates"
+    # beside queries the executors can help, it is named and the others are sized for
+    mixed = {**four(sla_ms=1500), **hopeless}
+    sized = sla_executors(mixed, 1, "cameo", 1, 8)
+    assert sized is not None and sized.executors is not None and sized.executors >= 2
+    assert "t/steady misses the SLA even with a slot each" in sized.why

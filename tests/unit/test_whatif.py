@@ -11,6 +11,7 @@ from sluice.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 FRAUD = str(ROOT / "examples" / "fraud-filter.yaml")
+CLICKS = str(ROOT / "examples" / "kafka-clicks.yaml")
 SCENARIO = str(ROOT / "bench" / "scenarios" / "multi-tenant.yaml")
 
 COSTS = """
@@ -99,7 +100,8 @@ def test_bad_input_gets_one_sentence_and_no_traceback(tmp_path: Path) -> None:
         (["-f", FRAUD, "--costs", str(report)], "query someone/else is in the costs but in no manifest given"),
         (["-f", FRAUD, "--costs", str(negative)], "queries.payments/fraud-filter.costs has a negative or non-finite figure"),
         (["-f", FRAUD, "--rates", str(rates)], "queries.payments/fraud-filter.perRow"),
-        (["-f", FRAUD], "query payments/fraud-filter has no input rate"),
+        (["-f", CLICKS], "query analytics/checkout-clicks has no input rate"),
+        (["-f", FRAUD], "query payments/fraud-filter has no batch costs"),  # its rate source's rowsPerSecond is its rate
         (["-f", str(bad_manifest)], "spec.sla.latencyTarget"),
         ([], "either with -f MANIFEST... or with --scenario FILE"),
         (["--scenario", str(tmp_path / "missing.yaml")], "cannot be read"),
