@@ -244,6 +244,7 @@ def comparison(result: Result, recorded: Mapping[str, Recorded]) -> dict[str, di
 def result_json(result: Result) -> dict[str, Any]:
     return {"executors": result.pool.executors, "cores_per_executor": result.pool.cores_per_executor,
             "policy": result.pool.policy, "kept": result.kept,
+            "seconds": result.options.duration, "warmup_seconds": result.options.warmup,
             "queries": {k: r.json() for k, r in result.queries.items()}}
 
 

@@ -219,6 +219,7 @@ class Result:
     decision_seconds: float
     """Time spent in them, by `timer` (0 without one)."""
     events: int
+    options: Options = Options()
 
     @property
     def kept(self) -> bool:
@@ -439,7 +440,7 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
                 trigger(state, now)
         else:
             done(state, now)
-    return Result(pool, results, decisions, decision_seconds, handled)
+    return Result(pool, results, decisions, decision_seconds, handled, options)
 
 
 def size(queries: Sequence[SimQuery], pool: Pool, options: Options, least: int, most: int,

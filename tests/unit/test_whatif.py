@@ -41,6 +41,17 @@ def test_simulate_prints_each_query_and_writes_its_files(tmp_path: Path) -> None
     query = body["queries"]["payments/fraud-filter"]
     assert query["batches"] > 100 and query["attainment"] == 1.0  # 200 ms trigger, 154 ms batches, 500 ms SLA
     assert (tmp_path / "out" / "simulate.png").stat().st_size > 10_000
+    assert (body["seconds"], body["warmup_seconds"]) == (120.0, 30.0)  # --duration; the default warm-up
+
+
+def test_a_scenario_sets_the_simulated_span_as_the_benchmark_runs_it(tmp_path: Path) -> None:
+    rates = tmp_path / "rates.yaml"
+    rates.write_text(COSTS)
+    code, _, err = invoke("simulate", "--scenario", SCENARIO, "--rates", str(rates), "--executors", "4",
+                          "--out", str(tmp_path / "out"))
+    assert code == 0, err
+    body = json.loads((tmp_path / "out" / "simulate.json").read_text())
+    assert (body["seconds"], body["warmup_seconds"]) == (80.0, 20.0)  # multi-tenant: 60 s measured after 20 s
 
 
 def test_size_reports_the_sla_count_beside_ds2_s_and_which_decides(tmp_path: Path) -> None:
