@@ -126,3 +126,16 @@ def test_bad_input_gets_one_sentence_and_no_traceback(tmp_path: Path) -> None:
     declared.write_text("queries:\n  payments/fraud-filter: {rate: 10}\n")
     code, _, err = invoke("simulate", "-f", FRAUD, "--rates", str(declared), "--executors", "1")
     assert code == 1 and "has no batch costs" in err
+
+
+def test_the_readme_s_examples_answer_as_shown() -> None:
+    files = [str(ROOT / "examples" / name) for name in ("pool.yaml", "fraud-filter.yaml", "hourly-revenue.yaml")]
+    args = [a for f in files for a in ("-f", f)] + ["--rates", str(ROOT / "examples" / "rates.yaml")]
+    code, out, err = invoke("simulate", *args, "--executors", "1")
+    assert code == 0, err
+    assert out.splitlines()[0] == "1 executor(s) x 2 core(s), cameo" and "every SLA kept at 1 executor(s)." in out
+    code, out, err = invoke("size", *args, "--cores-per-executor", "1")
+    assert code == 0, err
+    assert "1 executor(s): misses; worst payments/fraud-filter" in err
+    assert "DS2 (sustains the rates): 2 executor(s) of 1 core(s)" in out
+    assert "SLAs (keeps every SLA, simulated under cameo): 2 executor(s)." in out and "Both bounds agree" in out
