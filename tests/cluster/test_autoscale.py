@@ -102,15 +102,17 @@ def test_the_slas_raise_ds2_s_count_and_the_status_says_which_bound_decided(elas
     """Six critical filters with a 1 s trigger make a fraction of a core of work, so DS2 alone
     sizes the pool at one one-core executor. But their batches start together every second and
     each holds a slot for its cost c (fixed cost plus offset commit, measured here first): with an
-    SLA of 1 s + 2.5 c, three slots keep it (the second round of batches waits c) and one or two do
-    not (the last waits 2c or more). The operator simulates the pool from the runtime's measured
-    costs and grows it past DS2's count, naming the SLAs as the bound."""
+    SLA of 1 s + 3.5 c, two slots keep it (the last of three rounds of batches waits 2c) and one
+    does not (the last waits 5c). The operator simulates the pool from the runtime's measured costs
+    and grows it past DS2's count, naming the SLAs as the bound. Two executors, as the first test
+    here: Spark starts a third executor on this machine's local-cluster only some of the time
+    after the earlier tests' drains (a full run once waited 120 s for it)."""
     world = elastic
     for leftover in ("steady", "counted"):  # the earlier tests' queries and pool, off the shared runtime
         world.plane.kubectl("delete", "sq", leftover, "-n", "team-a", "--ignore-not-found", "--wait=true", "--timeout=60s")
     world.plane.kubectl("delete", "sp", "elastic", "--ignore-not-found", "--wait=true", "--timeout=60s")
     port = free_port()
-    world.apply(pool("tight", port, minExecutors=1, maxExecutors=3, executors=1))
+    world.apply(pool("tight", port, minExecutors=1, maxExecutors=2, executors=1))
     world.serve_pool_runtime("tight", port)
 
     def tight(sla_ms: int) -> None:
@@ -131,8 +133,8 @@ def test_the_slas_raise_ds2_s_count_and_the_status_says_which_bound_decided(elas
     wait_for(lambda: pool_status().get("executors") == {"current": 1, "target": 1}, timeout=90, what="one executor")
     measured = wait_for(costs, timeout=120, every=1, what="the six queries' batch costs measured")
     cost = max(measured)
-    tight(round(1000 + 2.5 * cost))
-    world.apply(pool("tight", port, minExecutors=1, maxExecutors=3,
+    tight(round(1000 + 3.5 * cost))
+    world.apply(pool("tight", port, minExecutors=1, maxExecutors=2,
                      autoscaling={"stabilizationWindow": "0s", "scaleDownDelay": "10m"}))
     try:
         decided = wait_for(lambda: (d := pool_status().get("lastScalingDecision")) and d.get("bound") == "slas" and d,
@@ -141,7 +143,7 @@ def test_the_slas_raise_ds2_s_count_and_the_status_says_which_bound_decided(elas
         raise AssertionError(f"{error} (cost {cost:.0f} ms); the pool's autoscaling status: "
                              f"{pool_status().get('autoscaling')}") from None
     found = re.search(r"that is (\d+) executors? of 1 core; the SLAs need more, so they decide: the simulated schedule "
-                      r"(keeps every SLA at (\d+) executor|misses an SLA even at maxExecutors 3)", decided["reason"])
+                      r"(keeps every SLA at (\d+) executor|misses an SLA even at maxExecutors 2)", decided["reason"])
     assert found is not None, decided["reason"]
     by_rates = int(found.group(1))
     assert decided["toExecutors"] > by_rates, decided  # N + k: the SLAs' count, above DS2's

@@ -130,7 +130,7 @@ def test_bad_input_gets_one_sentence_and_no_traceback(tmp_path: Path) -> None:
 
 def test_the_readme_s_examples_answer_as_shown() -> None:
     files = [str(ROOT / "examples" / name) for name in ("pool.yaml", "fraud-filter.yaml", "hourly-revenue.yaml")]
-    args = [a for f in files for a in ("-f", f)] + ["--rates", str(ROOT / "examples" / "rates.yaml")]
+    args = [a for f in files for a in ("-f", f)] + ["--rates", str(ROOT / "examples" / "whatif" / "rates.yaml")]
     code, out, err = invoke("simulate", *args, "--executors", "1")
     assert code == 0, err
     assert out.splitlines()[0] == "1 executor(s) x 2 core(s), cameo" and "every SLA kept at 1 executor(s)." in out
