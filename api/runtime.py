@@ -52,17 +52,17 @@ class BatchCosts(Answer):
     runtime's interval choice sees them): what `sluice simulate --costs` and the operator's
     SLA-aware sizing simulate it with."""
 
-    fixed_ms: float = Field(ge=0)
+    fixed_ms: float = Field(ge=0, allow_inf_nan=False)
     """What a batch costs whatever its rows (wall time from its start to its action's end)."""
-    per_row_us: float = Field(ge=0)
+    per_row_us: float = Field(ge=0, allow_inf_nan=False)
     """What each input row adds."""
-    commit_ms: float = Field(ge=0)
+    commit_ms: float = Field(ge=0, allow_inf_nan=False)
     """The offset commit after the action."""
-    queueing_ms: float = Field(ge=0)
-    """Recent wait at the gate."""
-    input_rate: float = Field(ge=0)
+    queueing_ms: float = Field(default=0, ge=0, allow_inf_nan=False)
+    """Recent wait at the gate (not simulated: a recording without it reads as 0)."""
+    input_rate: float = Field(ge=0, allow_inf_nan=False)
     """Rows per second the query read."""
-    batches: int = Field(ge=0)
+    batches: int = Field(default=0, ge=0)
     interval_ms: float | None = None
     """The interval in force."""
 

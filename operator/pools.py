@@ -27,6 +27,8 @@ from .runtime_client import RuntimeClient, RuntimeRefused, RuntimeUnreachable, h
 from .timefmt import now_rfc3339
 
 log = logging.getLogger("sluice.operator")
+OVERLOADED = "Overloaded: "
+"""How an overload's sentence starts in a pool's status.message (cleared when the overload ends)."""
 
 
 def pool_model(body: Any) -> StreamingPool:
@@ -149,9 +151,11 @@ def _overload(body: kopf.Body, name: str, chosen: scaling.Plan, conditions: list
     was = any(c.get("type") == "Overloaded" and c.get("status") == "True" for c in conditions)
     metrics.overloaded(name, chosen.overload is not None)
     if chosen.overload is None:
+        if str((body.get("status") or {}).get("message") or "").startswith(OVERLOADED):
+            patch.status["message"] = None  # the overload ended: its sentence goes with it
         return set_condition(conditions, "Overloaded", False, "WithinCapacity",
                              "the executors carry the measured demand.", now_rfc3339(), generation)
-    patch.status["message"] = f"Overloaded: {chosen.overload}"
+    patch.status["message"] = f"{OVERLOADED}{chosen.overload}"
     if not was:
         metrics.OVERLOADS.labels(name).inc()
         kopf.warn(body, reason="Overloaded", message=chosen.overload)

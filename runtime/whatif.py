@@ -27,6 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sluice.api.query import RateSource, StreamingQuery
+from sluice.api.runtime import BatchCosts
 from sluice.api.units import Duration
 from sluice.operator.autoscaler import Bounds, QueryLoad, decide
 from sluice.scheduler import intervals
@@ -117,21 +118,30 @@ def read_costs(path: Path, known: Sequence[str]) -> dict[str, Recorded]:
         if key not in known:
             raise WhatIfError(f"{path}: query {key} is in the costs but in no manifest given; pass its manifest "
                               "with -f or record the costs of these queries.")
-        costs = entry.get("costs") if isinstance(entry, dict) else None
-        if costs is None:
+        raw_costs = entry.get("costs") if isinstance(entry, dict) else None
+        if raw_costs is None:
             continue  # fewer than 3 batches measured: the rates file may declare it
         try:
-            fixed, per_row = float(costs["fixed_ms"]) / 1000, float(costs["per_row_us"]) / 1e6
-            commit, rate = float(costs["commit_ms"]) / 1000, float(costs["input_rate"])
-        except (KeyError, TypeError, ValueError):
-            raise WhatIfError(f"{path}: queries.{key}.costs needs numbers fixed_ms, per_row_us, commit_ms and "
-                              "input_rate; record it again with `sluice run --report`.") from None
-        if min(fixed, per_row, commit, rate) < 0 or not all(map(math.isfinite, (fixed, per_row, commit, rate))):
-            raise WhatIfError(f"{path}: queries.{key}.costs has a negative or non-finite figure; costs and rates are "
-                              "seconds and rows per second, zero or more.")
+            costs = BatchCosts.model_validate(raw_costs)
+        except ValidationError as error:
+            raise WhatIfError(_costs_problem(path, key, error)) from None
+        fixed, per_row, commit = costs.fixed_ms / 1000, costs.per_row_us / 1e6, costs.commit_ms / 1000
+        rate = costs.input_rate
         out[key] = Recorded(fixed, per_row, commit, rate, _number(entry.get("p99_ms"), 1000),
                             _number(entry.get("attainment"), 1))
     return out
+
+
+def _costs_problem(path: Path, key: str, error: ValidationError) -> str:
+    """One sentence for the first problem of a report's costs (`api.runtime.BatchCosts`, as `sluice run` writes them)."""
+    first = error.errors()[0]
+    where = f"{path}: queries.{key}.costs"
+    if first["type"] in ("greater_than_equal", "finite_number"):
+        return (f"{where} has a negative or non-finite figure ({'.'.join(map(str, first['loc']))}); costs and rates "
+                "are milliseconds, microseconds and rows per second, zero or more.")
+    field = ".".join(map(str, first["loc"])) or "(the object)"
+    return (f"{where}.{field}: {first['msg'].lower()}; record the costs again with `sluice run --report` (it "
+            "writes fixed_ms, per_row_us, commit_ms and input_rate, each a number).")
 
 
 def recorded_cores(path: Path) -> int | None:

@@ -325,3 +325,13 @@ def test_ds2_sizes_a_pool_without_a_fixed_count_from_measured_rates(world: World
     assert body["status"]["executors"]["target"] == 3  # type: ignore[index]
     events = world.plane.kubectl("get", "events", "-A", "--field-selector", "involvedObject.name=auto").stdout
     assert "Autoscaled" in events
+    assert body["status"]["message"].startswith("Overloaded: the measured demand needs ")  # type: ignore[index]
+    # an ordinary utilization target: the demand fits, the overload ends and its sentence goes
+    world.plane.kubectl("patch", "sp", "auto", "--type", "merge", "-p", '{"spec": {"autoscaling": {"utilization": 0.8}}}')
+    ended = wait_for(lambda: (c := condition(world.get("sp", "auto"), "Overloaded")) and c["status"] == "False" and c,
+                     timeout=60, what="the pool's Overloaded condition turning False")
+    assert ended["reason"] == "WithinCapacity"
+    assert "message" not in world.get("sp", "auto")["status"]  # type: ignore[index]
+    calm = wait_for(lambda: (c := condition(world.get("sq", "crowded", "team-a"), "Overloaded"))
+                    and c["status"] == "False" and c, timeout=90, what="the query's Overloaded condition turning False")
+    assert calm["message"] == "pool 'auto' carries the measured demand."

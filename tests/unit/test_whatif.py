@@ -102,7 +102,9 @@ def test_bad_input_gets_one_sentence_and_no_traceback(tmp_path: Path) -> None:
         "fixed_ms": 1, "per_row_us": 1, "commit_ms": 1, "input_rate": 1}}}}))
     negative = tmp_path / "negative.json"
     negative.write_text(json.dumps({"queries": {"payments/fraud-filter": {"costs": {
-        "fixed_ms": -5, "per_row_us": 1, "commit_ms": 1, "input_rate": 1}}}}))
+        "fixed_ms": -5, "per_row_us": 1, "commit_ms": 1, "queueing_ms": 0, "input_rate": 1, "batches": 9}}}}))
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps({"queries": {"payments/fraud-filter": {"costs": {"fixed_ms": 5}}}}))
     rates = tmp_path / "rates.yaml"
     rates.write_text("queries:\n  payments/fraud-filter: {rate: 10, perRow: -1}\n")
     bad_manifest = tmp_path / "bad.yaml"
@@ -110,6 +112,7 @@ def test_bad_input_gets_one_sentence_and_no_traceback(tmp_path: Path) -> None:
     cases = [
         (["-f", FRAUD, "--costs", str(report)], "query someone/else is in the costs but in no manifest given"),
         (["-f", FRAUD, "--costs", str(negative)], "queries.payments/fraud-filter.costs has a negative or non-finite figure"),
+        (["-f", FRAUD, "--costs", str(partial)], "queries.payments/fraud-filter.costs.per_row_us: field required"),
         (["-f", FRAUD, "--rates", str(rates)], "queries.payments/fraud-filter.perRow"),
         (["-f", CLICKS], "query analytics/checkout-clicks has no input rate"),
         (["-f", FRAUD], "query payments/fraud-filter has no batch costs"),  # its rate source's rowsPerSecond is its rate
