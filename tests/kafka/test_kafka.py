@@ -61,11 +61,11 @@ def test_generator_keeps_its_rate_and_stamps_production_time(broker: KafkaBroker
 def test_every_event_is_counted_once_across_a_restart(kafka_spark: Any, broker: KafkaBroker, topic: str, tmp_path: Path) -> None:
     out, checkpoints = tmp_path / "out", tmp_path / "ck"
     query = kafka_query("copy", broker.bootstrap, topic, {"type": "files", "format": "parquet", "path": str(out)})
-    producing = threading.Event()
+    producing, stop = threading.Event(), threading.Event()
     result: dict[str, Any] = {}
 
-    def produce() -> None:
-        result.update(generate(LoadPlan(topic, rate=1000, duration=12.0), broker.bootstrap))
+    def produce() -> None:  # until told to stop: the restart is mid-stream however slow the machine
+        result.update(generate(LoadPlan(topic, rate=1000), broker.bootstrap, stop=stop.is_set))
         producing.set()
 
     threading.Thread(target=produce, daemon=True).start()
@@ -78,6 +78,8 @@ def test_every_event_is_counted_once_across_a_restart(kafka_spark: Any, broker: 
     second = QueryHost(kafka_spark, checkpoints, LocalScheduler(Scheduler("cameo", capacity=2)))
     again = second.add(query)
     try:
+        wait_for(lambda: again.output_rows > 1000, 90, "rows after the restart")
+        stop.set()
         wait_for(producing.is_set, 60, "the generator")
         total = result["sent"]
         wait_for(lambda: hosted.output_rows + again.output_rows >= total, 90, "every event at the sink")

@@ -79,7 +79,9 @@ def generate(
     """Produce until the duration passes or `stop()`; returns what was sent."""
     from confluent_kafka import KafkaException, Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "1",
+    # idempotent: a produce request retried after a timeout or a dropped connection is not
+    # written twice, so an event twice at a sink is the pipeline's doing, never the producer's
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "enable.idempotence": True,
                          "queue.buffering.max.messages": 1_000_000, "message.timeout.ms": 30_000})
     failures = 0
 
