@@ -398,7 +398,8 @@ def plot(result: dict[str, Any], out: Path) -> None:
     left.plot(ns, [100 * (r["worst_bulk_attainment"] or 0) for r in rows], marker="s", label="worst bulk")
     left.axhline(100 * CRITICAL_ATTAINMENT, color="grey", linestyle=":")
     left.axhline(100 * BULK_ATTAINMENT, color="grey", linestyle="--")
-    left.set_xscale("log")
+    if ns:  # no step measured (the first one broke while filling): an empty plot, not a log scale of nothing
+        left.set_xscale("log")
     left.set_xlabel("queries in the pool")
     left.set_ylabel("rows within SLA (%)")
     left.legend()
@@ -406,8 +407,9 @@ def plot(result: dict[str, Any], out: Path) -> None:
     for r in result["per_app"]:
         right.scatter([r["queries"]], [r["rss_mb_per_query"]], color="red", marker="x")
     right.scatter([], [], color="red", marker="x", label="one application per query")
-    right.set_xscale("log")
-    right.set_yscale("log")
+    if ns or result["per_app"]:
+        right.set_xscale("log")
+        right.set_yscale("log")
     right.set_xlabel("queries")
     right.set_ylabel("RSS per query (MB)")
     right.legend()

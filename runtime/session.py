@@ -32,13 +32,24 @@ IVY_SETTINGS = """<ivysettings>
 """
 """Maven Central only: Spark's default chain also asks repos.spark-packages.org, which is not
 reachable everywhere and prints a line per artifact when it is not."""
-RAW_LOCAL_FILES = {"spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs"}
-"""Checkpoints on a local disk or volume without Hadoop's `.crc` side files. Every micro-batch
-writes an offset log and a commit log file through Hadoop's FileContext; its default local
-filesystem writes and renames a checksum file beside each. Measured here (a 300 rows/s filter,
-200 ms trigger, idle machine): the two log writes took 41-55 ms each with checksums and 20-30 ms
-without, the whole trigger 141-172 ms against 101-118 ms. Rename keeps each write atomic; only
-`file:` paths change (object stores keep their own filesystem)."""
+CHECKPOINT_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+"""Spark's checkpoint writer through Hadoop's FileSystem API (Spark's default, for a filesystem
+with a FileContext, goes through it). A Spark internal class name: a test in tests/spark/test_runtime.py fails
+if an upgrade moves it."""
+RAW_LOCAL_FILES = {"spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+                   "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+                   "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_MANAGER}
+"""Checkpoint and state files on a local disk or volume: no `.crc` side files, and as few child
+processes as Hadoop allows. Every micro-batch writes an offset log and a commit log file (and a
+stateful query its state files). Hadoop's local filesystem without its native library (pip's
+pyspark has none) runs a process for every permission change (`chmod` after each file it
+creates) and, through FileContext, for every symlink check (`readlink`, twice per rename):
+about 20 processes per micro-batch of a filter, measured with `strace` and the kernel's PID
+counter. Through the FileSystem API on the raw local filesystem it is 4 (the `chmod`s).
+Measured here: the checksums cost the two log writes 41-55 ms against 20-30 ms without (a 300
+rows/s filter, 200 ms trigger, idle machine; the whole trigger 141-172 ms against 101-118 ms);
+the processes' own CPU was 33-36 ms a micro-batch against 7 ms (README, Density). Rename keeps
+each write atomic on a local filesystem; on an object store neither of Spark's writers is."""
 
 
 LOG4J2 = Path(__file__).resolve().with_name("log4j2.properties")

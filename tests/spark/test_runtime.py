@@ -19,6 +19,7 @@ import pytest
 from sluice.api.query import StreamingQuery
 from sluice.api.runtime import QueryStatus
 from sluice.runtime.host import QueryHost
+from sluice.runtime.session import CHECKPOINT_MANAGER
 from sluice.scheduler.client import SchedulerClient
 from sluice.scheduler.core import Completion, Scheduler
 from sluice.scheduler.local import LocalScheduler
@@ -273,6 +274,18 @@ def test_latency_matches_an_independent_measurement(host_factory: Any, tmp_path:
     # files watcher also reads what it found)
     assert ind_p50 - 0.35 <= p50 <= ind_p50 + 0.05, (p50, ind_p50)
     assert status.max_ms / 1000 <= independent[-1] + 0.05
+
+
+def test_checkpoints_go_through_hadoop_s_filesystem_api_on_raw_local_files(spark: Any, tmp_path: Path) -> None:
+    """Spark and Hadoop internals named in `session.RAW_LOCAL_FILES`: an upgrade that moves the
+    checkpoint writer's class, or stops honouring the settings, fails here (the settings cut the
+    processes Hadoop runs for each checkpoint file from about 20 to 4 a micro-batch)."""
+    conf = spark._jsparkSession.sessionState().newHadoopConf()
+    path = spark._jvm.org.apache.hadoop.fs.Path(str(tmp_path))
+    checkpointing = spark._jvm.org.apache.spark.sql.execution.streaming.checkpointing
+    manager = checkpointing.CheckpointFileManager.create(path, conf)
+    assert manager.getClass().getName() == CHECKPOINT_MANAGER
+    assert path.getFileSystem(conf).getClass().getName() == "org.apache.hadoop.fs.RawLocalFileSystem"
 
 
 def test_restart_from_checkpoint_loses_nothing(spark: Any, host_factory: Any, tmp_path: Path) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from click.testing import CliRunner
 
 from sluice.api.manifest import load_query
 from sluice.api.runtime import QueryStatus
 from sluice.cli import main
+from sluice.runtime import density_bench
 from sluice.runtime.density_bench import (
     is_critical,
     manifest,
@@ -69,3 +72,11 @@ def test_bad_counts_get_one_sentence() -> None:
     for bad in ("10,1", "0,5", "a,b", ""):
         result = CliRunner().invoke(main, ["bench", "density", "--counts", bad])
         assert result.exit_code == 1 and "--counts" in result.output and "Traceback" not in result.output
+
+
+def test_a_run_whose_first_step_broke_while_filling_still_gets_its_plot(tmp_path: Path) -> None:
+    # the 76th of 100 queries at once got no answer: no step measured, no application run
+    result = {"shared": [{"queries": 100, "stopped": "query 76 could not be added", "held": False}],
+              "per_app": [], "capacity_queries": 0}
+    density_bench.plot(result, tmp_path)
+    assert (tmp_path / "density.png").stat().st_size > 0
