@@ -143,6 +143,7 @@ def exactly_once(broker: KafkaBroker, source: str, sink: str, sent: int) -> tupl
     assert sum(read.values()) == len(read), f"{sum(read.values()) - len(read)} events twice in the source topic {source}"
     return len(set(seqs)), sum((Counter(seqs) - read).values())
 
+
 # ---------------------------------------------------------------------------------------- the path
 
 
