@@ -7,10 +7,11 @@ only the host's lifecycle thread starts and stops the query behind it.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import ValidationError
 
 from sluice.api.query import StreamingQuery
 from sluice.api.runtime import BatchCosts, Load, QueryPhase, QueryStatus, SchedulerMode, StageTimes
@@ -202,13 +203,15 @@ class HostedQuery:
         """The batches' fixed and per-row cost, commit and input rate, as the interval choice
         measures them; None before 3 measured batches."""
         found = intervals.measured(self.batch_costs(), self.input_rate, self.recent_gate_wait(), self.recent_commit())
-        figures = () if found is None else (found.fixed, found.per_row, found.commit, found.queueing, found.rate)
-        if found is None or not all(math.isfinite(x) and x >= 0 for x in figures):
-            return None  # a status never fails on a figure Spark reported as NaN
-        return BatchCosts(fixed_ms=round(found.fixed * 1000, 3), per_row_us=round(found.per_row * 1e6, 4),
-                          commit_ms=round(found.commit * 1000, 3), queueing_ms=round(found.queueing * 1000, 3),
-                          input_rate=round(found.rate, 3), batches=len(self.batch_costs()),
-                          interval_ms=None if self.interval is None else round(self.interval * 1000, 1))
+        if found is None:
+            return None
+        try:
+            return BatchCosts(fixed_ms=round(found.fixed * 1000, 3), per_row_us=round(found.per_row * 1e6, 4),
+                              commit_ms=round(found.commit * 1000, 3), queueing_ms=round(found.queueing * 1000, 3),
+                              input_rate=round(found.rate, 3), batches=len(self.batch_costs()),
+                              interval_ms=None if self.interval is None else round(self.interval * 1000, 1))
+        except ValidationError:  # BatchCosts' bounds: a status never fails on a figure Spark reported as NaN
+            return None
 
 
 def _ms(seconds: float | None) -> float | None:
