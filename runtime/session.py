@@ -112,6 +112,30 @@ map stage again, 5-6 s more in `sluice bench rescale` per kill. An executor stil
 after 120 s is killed by Spark (the scaler's grace, default 30 s, no longer bounds it)."""
 
 
+JIT_ENV = "SLUICE_DRIVER_JIT"
+"""`c1` or `tiered`: overrides the driver JVM's compiler choice (`driver_jit`), e.g. to measure one
+against the other in a benchmark that starts its own runtimes."""
+JIT_OPTIONS = {"c1": "-XX:TieredStopAtLevel=1", "tiered": ""}
+"""The driver JVM's JIT compilers. HotSpot's default (`tiered`: C1, then C2 for hot code) kept
+recompiling Spark's planner for minutes: Catalyst's tree rewrites are megamorphic, so C2's
+speculative code was thrown away (about 30 deoptimizations a second two minutes in) and compiled
+again. Measured with `bench/batch_cpu.py` (4 filters, local[2], 1 s trigger): the compiler threads
+took 73 ms of a micro-batch's 182 ms of CPU; with C1 alone 3 of 108 ms, and the stream thread's
+planning was no slower (48 against 50 ms). C1 alone runs a tight loop (a 30 M-row aggregation in
+local mode) about 5x slower, yet the heaviest scenario (two-tenants: an aggregation at 15,000
+events/s in the driver's own task slots) kept more rows within SLA with it, twice each way: C2's
+warm-up took the cores while the backlog drained (README, Density, "Per-batch costs"). Where a
+local pool's tasks are long tight loops, `SLUICE_DRIVER_JIT=tiered` brings C2 back."""
+
+
+def driver_jit() -> str:
+    """The driver's JIT choice: `SLUICE_DRIVER_JIT` when set, else C1 alone."""
+    chosen = os.environ.get(JIT_ENV, "").strip() or "c1"
+    if chosen not in JIT_OPTIONS:
+        raise RuntimeError(f"{JIT_ENV}={chosen!r}: use one of {', '.join(JIT_OPTIONS)}.")
+    return chosen
+
+
 @dataclass
 class SessionConfig:
     master: str = "local[*]"
@@ -173,7 +197,8 @@ def build_session(config: SessionConfig) -> Any:
         .config("spark.scheduler.allocation.file", str(allocation))
         .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
         .config("spark.driver.memory", config.driver_memory)
-        .config("spark.driver.extraJavaOptions", f"-Xss16m -Dlog4j2.configurationFile=file:{LOG4J2}")
+        .config("spark.driver.extraJavaOptions",
+                f"-Xss16m -Dlog4j2.configurationFile=file:{LOG4J2} {JIT_OPTIONS[driver_jit()]}".strip())
         .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J2}")
         .config("spark.ui.enabled", "true")
         .config("spark.ui.showConsoleProgress", "false")

@@ -19,7 +19,7 @@ import pytest
 from sluice.api.query import StreamingQuery
 from sluice.api.runtime import QueryStatus
 from sluice.runtime.host import QueryHost
-from sluice.runtime.session import CHECKPOINT_MANAGER
+from sluice.runtime.session import CHECKPOINT_MANAGER, driver_jit
 from sluice.scheduler.client import SchedulerClient
 from sluice.scheduler.core import Completion, Scheduler
 from sluice.scheduler.local import LocalScheduler
@@ -527,3 +527,14 @@ def test_files_stay_under_the_tenants_root_even_through_a_symbolic_link(host_fac
     linked = host.add(query("linked", "team-a", files_source(root / "team-a" / "shortcut"), [{"filter": "amount > 1"}]))
     assert linked.phase == "Failed" and "symbolic link" in linked.message, linked.message
     assert not list((root / "team-b" / "secret").iterdir())  # nothing was written there
+
+
+def test_the_driver_jvm_runs_the_jit_compilers_the_session_chose(spark: Any) -> None:
+    """`session.JIT_OPTIONS` reach the driver JVM: HotSpot's own flag, read through its diagnostic
+    bean, is what `driver_jit` chose (C1 alone: TieredStopAtLevel 1; HotSpot's default: 4)."""
+    jvm = spark._jvm
+    bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+    level = bean.getVMOption("TieredStopAtLevel").getValue()
+    chosen = driver_jit()
+    assert level == ("1" if chosen == "c1" else "4"), (chosen, level)
