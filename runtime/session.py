@@ -113,24 +113,23 @@ after 120 s is killed by Spark (the scaler's grace, default 30 s, no longer boun
 
 
 JIT_ENV = "SLUICE_DRIVER_JIT"
-"""`c1` or `tiered`: overrides the driver JVM's compiler choice (`driver_jit`), e.g. to measure one
-against the other in a benchmark that starts its own runtimes."""
-JIT_OPTIONS = {"c1": "-XX:TieredStopAtLevel=1", "tiered": ""}
-"""The driver JVM's JIT compilers. HotSpot's default (`tiered`: C1, then C2 for hot code) kept
-recompiling Spark's planner for minutes: Catalyst's tree rewrites are megamorphic, so C2's
-speculative code was thrown away (about 30 deoptimizations a second two minutes in) and compiled
-again. Measured with `bench/batch_cpu.py` (4 filters, local[2], 1 s trigger): the compiler threads
-took 73 ms of a micro-batch's 182 ms of CPU; with C1 alone 3 of 108 ms, and the stream thread's
-planning was no slower (48 against 50 ms). C1 alone runs a tight loop (a 30 M-row aggregation in
-local mode) about 5x slower, yet the heaviest scenario (two-tenants: an aggregation at 15,000
-events/s in the driver's own task slots) kept more rows within SLA with it, twice each way: C2's
-warm-up took the cores while the backlog drained (README, Density, "Per-batch costs"). Where a
-local pool's tasks are long tight loops, `SLUICE_DRIVER_JIT=tiered` brings C2 back."""
+"""`tiered` (the default) or `c1`: the driver JVM's JIT compilers (`JIT_OPTIONS`)."""
+JIT_OPTIONS = {"tiered": "", "c1": "-XX:TieredStopAtLevel=1"}
+"""The driver JVM's JIT compilers: HotSpot's default (`tiered`: C1, then C2 for hot code), or C1
+alone. Measured with `bench/batch_cpu.py` (4 filters, local[2], 1 s trigger, alone on the
+machine): C2 recompiles Spark's planner for minutes (Catalyst's tree rewrites are megamorphic:
+about 30 deoptimizations a second two minutes in), so after 60 s of warm-up the compiler threads
+took 73 of a micro-batch's 182 ms of CPU (C1 alone: 3 of 108), after 240 s 27 of 111 (C1 alone:
+91, its stream thread 40 against 33 ms, planning 22 against 17 ms). C1 alone is a warm-up gain
+and a steady-state loss, and runs a tight task loop in local mode about 5x slower: the default
+stays HotSpot's. `c1` suits a runtime that must drain a backlog right after it starts (the
+two-tenants scenario, 20 s after start, kept more rows within SLA with it twice each way);
+README, Density, "Per-batch costs"."""
 
 
 def driver_jit() -> str:
-    """The driver's JIT choice: `SLUICE_DRIVER_JIT` when set, else C1 alone."""
-    chosen = os.environ.get(JIT_ENV, "").strip() or "c1"
+    """The driver's JIT choice: `SLUICE_DRIVER_JIT` when set, else HotSpot's tiered compilers."""
+    chosen = os.environ.get(JIT_ENV, "").strip() or "tiered"
     if chosen not in JIT_OPTIONS:
         raise RuntimeError(f"{JIT_ENV}={chosen!r}: use one of {', '.join(JIT_OPTIONS)}.")
     return chosen
