@@ -46,6 +46,9 @@ class RunOptions:
     weights: dict[str, float] = field(default_factory=dict)
     """Tenant (namespace) -> quota weight, from a StreamingPool's `quotas` (default 1)."""
     stop: threading.Event = field(default_factory=threading.Event)
+    ready_file: Path | None = None
+    """Written once every query has been added (Spark up, each query started or refused): a load
+    generator waiting on it starts when the runtime can read, not after a guessed delay."""
 
 
 def _needs_kafka(queries: list[StreamingQuery]) -> bool:
@@ -80,6 +83,8 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
     try:
         for query in queries:
             host.add(query, options.weights.get(query.tenant, 1.0))
+        if options.ready_file is not None:
+            options.ready_file.write_text(f"{time.time()}\n")
         while not options.stop.is_set():
             if options.duration is not None and time.time() - started >= options.duration:
                 break

@@ -125,8 +125,9 @@ def _duration(value: str | None, option: str) -> float | None:
 @click.option("--workdir", type=click.Path(file_okay=False), help="Checkpoints and Spark files (default: a new temp dir). Reuse it to resume.")
 @click.option("--warmup", help="Leave batches of the first this-long out of the latency figures, e.g. 15s.")
 @click.option("--timeline", is_flag=True, help="Put every batch's latencies in the report (for plots).")
+@click.option("--ready-file", type=click.Path(dir_okay=False), help="Write this file once every query has started (a load generator can wait for it).")
 def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, report: str | None,
-        policy: str | None, workdir: str | None, warmup: str | None, timeline: bool) -> None:
+        policy: str | None, workdir: str | None, warmup: str | None, timeline: bool, ready_file: str | None) -> None:
     """Run StreamingQuery manifests locally on the embedded default (Spark local[*])."""
     import threading
 
@@ -147,6 +148,7 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, rep
         options = runner.RunOptions(policy=chosen, duration=seconds, stop=stop, on_tick=tick,
                                     workdir=Path(workdir) if workdir else None,
                                     warmup=_duration(warmup, "--warmup") or 0.0, timeline=timeline,
+                                    ready_file=Path(ready_file) if ready_file else None,
                                     weights={ns: q.weight for ns, q in pool.spec.quotas.items()} if pool else {})
         result = runner.run(queries, options)
     if report:

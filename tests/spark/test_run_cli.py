@@ -14,10 +14,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_run_with_duration_writes_the_report(tmp_path: Path) -> None:
-    report = tmp_path / "report.json"
+    report, ready = tmp_path / "report.json", tmp_path / "ready"
     proc = subprocess.run(
         [sys.executable, "-m", "sluice", "run", "-f", str(ROOT / "examples" / "fraud-filter.yaml"),
-         "--duration", "20s", "--report", str(report), "--workdir", str(tmp_path / "work")],
+         "--duration", "20s", "--report", str(report), "--workdir", str(tmp_path / "work"), "--ready-file", str(ready)],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -31,6 +31,8 @@ def test_run_with_duration_writes_the_report(tmp_path: Path) -> None:
     assert 0 < query["p50_ms"] <= query["p99_ms"]
     assert 0.0 <= query["attainment"] <= 1.0
     assert result["policy"] == "cameo" and 20 <= result["seconds"] < 70
+    # --ready-file: written once the query had started, within the run (the benchmarks' load waits for it)
+    assert result["started_at"] <= float(ready.read_text()) < result["started_at"] + result["seconds"]
     # what `sluice simulate --costs` reads: measured, and enough to simulate the query again
     costs = query["costs"]
     assert costs["fixed_ms"] > 0 and costs["per_row_us"] >= 0 and costs["input_rate"] > 0 and costs["batches"] >= 3
