@@ -116,15 +116,15 @@ JIT_ENV = "SLUICE_DRIVER_JIT"
 """`tiered` (the default) or `c1`: the driver JVM's JIT compilers (`JIT_OPTIONS`)."""
 JIT_OPTIONS = {"tiered": "", "c1": "-XX:TieredStopAtLevel=1"}
 """The driver JVM's JIT compilers: HotSpot's default (`tiered`: C1, then C2 for hot code), or C1
-alone. Measured with `bench/batch_cpu.py` (4 filters, local[2], 1 s trigger, alone on the
-machine): C2 recompiles Spark's planner for minutes (Catalyst's tree rewrites are megamorphic:
-about 30 deoptimizations a second two minutes in), so after 60 s of warm-up the compiler threads
-took 73 of a micro-batch's 182 ms of CPU (C1 alone: 3 of 108), after 240 s 27 of 111 (C1 alone:
-91, its stream thread 40 against 33 ms, planning 22 against 17 ms). C1 alone is a warm-up gain
-and a steady-state loss, and runs a tight task loop in local mode about 5x slower: the default
-stays HotSpot's. `c1` suits a runtime that must drain a backlog right after it starts (the
-two-tenants scenario, 20 s after start, kept more rows within SLA with it twice each way);
-README, Density, "Per-batch costs"."""
+alone. Measured with `bench/batch_cpu.py` (4 filters, local[2], 1 s trigger): C2 recompiles Spark's
+planner for minutes (Catalyst's tree rewrites are megamorphic: about 30 deoptimizations a second
+two minutes in), so after 60 s of warm-up (beside a Go build) the compiler threads took 73 of a
+micro-batch's 182 ms of CPU (C1 alone: 3 of 108), after 240 s (alone) 27 of 111 (C1 alone: 91, its
+stream thread 40 against 33 ms, planning 22 against 17 ms). C1 alone is a warm-up gain and a
+steady-state loss, and runs a tight task loop in local mode about 5x slower: the default stays
+HotSpot's. `c1` suits a runtime that must drain a backlog right after it starts (the two-tenants
+scenario, 20 s after start, kept more rows within SLA with it twice each way); README, Density,
+"Per-batch costs"."""
 
 
 def driver_jit() -> str:
