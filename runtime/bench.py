@@ -187,7 +187,7 @@ READY_TIMEOUT = 300.0
 def _wait_ready(folder: Path, procs: list[tuple[str, Any]]) -> None:
     """Until every run has started its queries (`sluice run --ready-file`); a run that exits or
     takes longer than READY_TIMEOUT ends the benchmark with its log's last lines. Before, the load
-    began a fixed 8 s after launch: where Spark took longer to start (17 s on a fresh machine),
+    began a fixed 8 s after launch: where Spark took longer to start (at least 17 s on a fresh machine),
     the backlog so built was still draining through the measured window."""
     deadline = time.monotonic() + READY_TIMEOUT
     for prefix, proc in procs:

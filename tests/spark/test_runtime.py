@@ -19,7 +19,7 @@ import pytest
 from sluice.api.query import StreamingQuery
 from sluice.api.runtime import QueryStatus
 from sluice.runtime.host import QueryHost
-from sluice.runtime.session import CHECKPOINT_MANAGER, driver_jit
+from sluice.runtime.session import CHECKPOINT_MANAGER, JIT_ENV, driver_jit
 from sluice.scheduler.client import SchedulerClient
 from sluice.scheduler.core import Completion, Scheduler
 from sluice.scheduler.local import LocalScheduler
@@ -538,3 +538,22 @@ def test_the_driver_jvm_runs_the_jit_compilers_the_session_chose(spark: Any) -> 
     level = bean.getVMOption("TieredStopAtLevel").getValue()
     chosen = driver_jit()
     assert level == ("1" if chosen == "c1" else "4"), (chosen, level)
+
+
+def test_sluice_driver_jit_c1_reaches_a_new_driver_jvm(tmp_path: Path) -> None:
+    """The other choice, in a process of its own (one JVM a process): `SLUICE_DRIVER_JIT=c1` starts
+    the driver with C1 alone."""
+    script = (
+        "from pathlib import Path\n"
+        "from sluice.runtime.session import SessionConfig, build_session\n"
+        f"spark = build_session(SessionConfig(master='local[1]', workdir=Path({str(tmp_path)!r})))\n"
+        "jvm = spark._jvm\n"
+        "bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean("
+        "jvm.java.lang.Class.forName('com.sun.management.HotSpotDiagnosticMXBean'))\n"
+        "print('level', bean.getVMOption('TieredStopAtLevel').getValue())\n"
+        "spark.stop()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180,
+                          env={**os.environ, JIT_ENV: "c1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "level 1" in proc.stdout.splitlines(), proc.stdout
