@@ -48,7 +48,7 @@ class RunOptions:
     stop: threading.Event = field(default_factory=threading.Event)
     ready_file: Path | None = None
     """Written once every query has been added (Spark up, each query started or refused): a load
-    generator waiting on it starts when the runtime can read, not after a guessed delay."""
+    generator can wait for it instead of guessing Spark's start time."""
 
 
 def _needs_kafka(queries: list[StreamingQuery]) -> bool:
