@@ -25,9 +25,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Build (or reuse from ~/.cache/sluice) kube-apiserver, kubectl, etcd and helm for the cluster tier.
+# Build (or reuse from ~/.cache/sluice) kube-apiserver, kubectl, etcd and helm for the cluster tier,
+# and the node tier's kubelet, controllers, kube-proxy and CoreDNS: built here, before pytest, so a
+# cold machine's builds do not run inside the node fixture's 600 s test timeout.
 cluster-bins:
-	tests/cluster/build-binaries.sh
+	tests/cluster/build-binaries.sh --node >/dev/null
 
 # checkov (the chart's and the pools' objects are scanned in the cluster and node tiers), in its
 # own virtualenv: its pins would move the project's.
