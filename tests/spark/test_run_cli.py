@@ -31,7 +31,7 @@ def test_run_with_duration_writes_the_report(tmp_path: Path) -> None:
     assert 0 < query["p50_ms"] <= query["p99_ms"]
     assert 0.0 <= query["attainment"] <= 1.0
     assert result["policy"] == "cameo" and 20 <= result["seconds"] < 70
-    # --ready-file: written once the query had started, within the run (the benchmarks' load waits for it)
+    # --ready-file: written once the query had started, within the run (a load generator can wait for it)
     assert result["started_at"] <= float(ready.read_text()) < result["started_at"] + result["seconds"]
     # what `sluice simulate --costs` reads: measured, and enough to simulate the query again
     costs = query["costs"]
