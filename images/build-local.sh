@@ -115,7 +115,7 @@ trap 'rm -rf "$wheel_dir"' EXIT
 wheel="$(ls "$wheel_dir"/*.whl)"
 app() {
   local name="$1" base_dir="$2" tag="$3"; shift 3
-  local key; key="$( (echo "$base_dir $tag $*"; "$PYTHON" -c 'import sys, zipfile; w = zipfile.ZipFile(sys.argv[1]); [sys.stdout.buffer.write(w.read(n)) for n in sorted(w.namelist())]' "$wheel" | sha256sum; cat "$root/images/entrypoint.sh" "$root/images/kafka-connector-pom.xml") | sha256sum | cut -c1-16)"
+  local key; key="$( (echo "$base_dir $tag $*"; "$PYTHON" -c 'import sys, zipfile; w = zipfile.ZipFile(sys.argv[1]); [sys.stdout.buffer.write(w.read(n)) for n in sorted(w.namelist())]' "$wheel" | sha256sum; cat "$root/images/entrypoint.sh" "$root/images/kafka-connector-pom.xml" "$root"/runtime/java/dev/sluice/sink/*.java) | sha256sum | cut -c1-16)"
   local out="$cache/$name-$key.tar"
   if [[ -s "$out" ]]; then echo "$name $out $tag"; return; fi
   say "building the $name image ($tag) ..."
@@ -130,6 +130,10 @@ app() {
     # Spark's Kafka connector, resolved here once: pods start without reaching Maven Central
     kafka_jars "$work/jars"
     umoci insert --image "$work/oci:base" "$work/jars" /opt/sluice/jars >&2
+    # Sluice's JVM sink (runtime/jvm_sink.py), compiled on this host: the image has no JDK
+    mkdir -p "$work/sink"
+    cp "$("$PYTHON" -m sluice.runtime.jvm_sink)" "$work/sink/sluice-sink.jar"
+    umoci insert --image "$work/oci:base" "$work/sink" /opt/sluice/sink >&2
   fi
   umoci config --image "$work/oci:base" "$@" >&2
   to_archive "$work/oci" base "$tag" "$out"
@@ -168,5 +172,5 @@ if [[ "$what" == all || "$what" == runtime ]]; then
   app runtime "$b" "$RUNTIME_TAG" --config.user 185 --config.workingdir /home/spark \
     --config.env HOME=/home/spark --config.env PYTHONUNBUFFERED=1 \
     --config.env SPARK_HOME="$site/pyspark" --config.env JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 --config.env SLUICE_KAFKA_JARS=/opt/sluice/jars \
-    --config.entrypoint /opt/sluice/entrypoint.sh
+    --config.env SLUICE_SINK_JAR=/opt/sluice/sink/sluice-sink.jar --config.entrypoint /opt/sluice/entrypoint.sh
 fi

@@ -10,6 +10,15 @@ COPY images/kafka-connector-pom.xml /pom.xml
 # in the next stage.
 RUN mvn -q -B -f /pom.xml -Dspark.version=4.2.0 dependency:copy-dependencies -DoutputDirectory=/jars -DincludeScope=runtime
 
+# Sluice's JVM sink (runtime/jvm_sink.py), compiled against pyspark's own jars: the image has no JDK
+FROM maven:3-eclipse-temurin-17 AS sink
+RUN apt-get update && apt-get install -y --no-install-recommends python3-pip \
+    && pip install --no-cache-dir --break-system-packages pyspark==4.2.0
+COPY runtime/java /java
+RUN jars="$(python3 -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars" \
+    && javac --release 17 -cp "$jars/*" -d /classes $(find /java -name '*.java') \
+    && jar cf /sluice-sink.jar -C /classes .
+
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-pip python-is-python3 \
       openjdk-17-jre-headless procps \
@@ -30,9 +39,11 @@ RUN mkdir -p /opt/sluice/jars && for jar in /tmp/jars/*.jar; do \
       artifact="$(basename "$jar" | sed -E 's/-[0-9][^-]*(-[a-z]+)?\.jar$//')"; \
       ls /usr/local/lib/python3.11/dist-packages/pyspark/jars/"$artifact"-[0-9]*.jar >/dev/null 2>&1 || cp "$jar" /opt/sluice/jars/; \
     done && rm -rf /tmp/jars
+COPY --from=sink /sluice-sink.jar /opt/sluice/sink/sluice-sink.jar
 COPY images/entrypoint.sh /opt/sluice/entrypoint.sh
 ENV HOME=/home/spark PYTHONUNBUFFERED=1 SPARK_HOME=/usr/local/lib/python3.11/dist-packages/pyspark \
-    JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 SLUICE_KAFKA_JARS=/opt/sluice/jars
+    JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 SLUICE_KAFKA_JARS=/opt/sluice/jars \
+    SLUICE_SINK_JAR=/opt/sluice/sink/sluice-sink.jar
 WORKDIR /home/spark
 USER 185
 ENTRYPOINT ["/opt/sluice/entrypoint.sh"]

@@ -1,4 +1,8 @@
-"""The gate: the `foreachBatch` function every hosted query's sink is wrapped in.
+"""The gate: asked before each micro-batch of every hosted query.
+
+Queries writing to Spark's noop and Kafka sinks are asked by Sluice's JVM sink (`ask`, one py4j
+call on the stream thread; `sluice.runtime.jvm_sink`); the others' sinks are wrapped in this
+`foreachBatch` function (`run`).
 
 Before the batch's action it asks the scheduler for a grant with cheap facts (rows expected from
 the input rate, the oldest event from the previous batch), sets `spark.scheduler.pool` to the
@@ -18,6 +22,7 @@ scheduler's answer or a Spark call.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -34,6 +39,9 @@ from .hosted import HostedQuery
 from .measure import write
 from .metrics import Metrics
 from .policy import FairPool
+from .stages import job_description
+
+log = logging.getLogger("sluice.runtime")
 
 
 class Gatekeeper(Protocol):
@@ -99,6 +107,38 @@ class Gate:
             hosted.group = grant if grant.k > 1 and not grant.fail_open else None
         return grant, max(asked - grant.waited, 0.0)
 
+    def ask(self, hosted: HostedQuery, batch_id: int) -> str | None:
+        """The JVM sink's question before a batch's tasks (`sluice.runtime.jvm_sink`): wait for the
+        grant and return the FAIR pool to run in. What `run` does after the write happens when the
+        batch's progress arrives (`QueryHost.on_progress`, with `finish`)."""
+        entered = self.clock()
+        with self.lock:
+            request = BatchRequest(hosted.query.key, batch_id,
+                                   expected_rows(hosted.input_rate, hosted.last_batch_started, entered),
+                                   oldest_event(hosted.newest_input, hosted.last_newest))
+        grant, coordination = self._grant(hosted, request)
+        pool = None if (self.scheduler is None and self.fixed_pool(hosted.spec) is None) else grant.band
+        with self.lock:
+            hosted.last_batch_started = entered
+            hosted.record_band(batch_id, grant.band)
+            timeline = hosted.timeline(batch_id)
+            timeline.gate_wait = grant.waited
+            if self.scheduler is not None and not grant.fail_open:
+                hosted.asked[batch_id] = (request.rows, coordination)
+        self.metrics.gate_wait.labels(*query_labels(hosted.query.key)).set(grant.waited)
+        return pool
+
+    def finish(self, hosted: HostedQuery, batch_id: int, action: float) -> None:
+        """A batch the JVM sink wrote has reported (its progress): count it and free its slot with
+        the next completion sent. Called by the host's listener, holding the lock."""
+        asked = hosted.asked.pop(batch_id, None)
+        for stale in [b for b in hosted.asked if b < batch_id]:
+            del hosted.asked[stale]
+        hosted.batches += 1
+        if asked is not None:
+            rows, coordination = asked
+            hosted.completions.append(Completion(hosted.query.key, batch_id, action, rows, coordination=coordination))
+
     def run(self, hosted: HostedQuery, frame: Any, batch_id: int) -> None:
         query = hosted.query
         labels = query_labels(query.key)
@@ -114,7 +154,7 @@ class Gate:
             hosted.record_band(batch_id, grant.band)
             hosted.timeline(batch_id).gate_wait = grant.waited
         sc.setLocalProperty("spark.scheduler.pool", pool)
-        sc.setJobDescription(f"sluice {query.key} batch {batch_id}")
+        sc.setJobDescription(job_description(query.key, batch_id))
         began = time.perf_counter()
         try:
             written = write(frame, query, batch_id, self.clock)
@@ -146,3 +186,20 @@ class Gate:
             completed, hosted.completions = [with_progress(hosted, c) for c in hosted.completions], []
         if completed:
             self.scheduler.complete(hosted.query.key, completed)
+
+
+class JvmGate:
+    """The py4j side of the JVM sink's `dev.sluice.sink.Gate` for one query."""
+
+    def __init__(self, gate: Gate, hosted: HostedQuery) -> None:
+        self.gate, self.hosted = gate, hosted
+
+    def ask(self, batch_id: int) -> str | None:
+        try:
+            return self.gate.ask(self.hosted, int(batch_id))
+        except Exception as error:  # never into Spark's stream thread: run now, Spark's default pool
+            log.warning("the gate of %s failed open: %s", self.hosted.query.key, error)
+            return None
+
+    class Java:
+        implements = ["dev.sluice.sink.Gate"]

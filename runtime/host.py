@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,18 +36,19 @@ from sluice.api.runtime import QueryPhase, QueryStatus
 from sluice.scheduler import execution, intervals
 from sluice.scheduler.core import SchedulerError
 
-from . import realtime
-from .gate import FixedPool, Gate, Gatekeeper, with_progress
+from . import jvm_sink, realtime
+from .gate import FixedPool, Gate, Gatekeeper, JvmGate, with_progress
 from .hosted import HostedQuery, query_spec
+from .jvm_sink import SinkMetric
 from .kafka_check import kafka_problem
 from .kafka_lag import kafka_position
 from .latency import GRID, BatchLatency, LatencyWindow, Summary, batch_latency
 from .listener import listen
 from .megaphone import StatefulQuery
 from .metrics import LatencyCollector, LatencySnapshot, Metrics
-from .pipeline import OBSERVED, build, spark_name
+from .pipeline import OBSERVED, build, direct_frame, direct_sink, spark_name
 from .spark_pools import ensure_pool
-from .stages import StageCost, StagePoller
+from .stages import StageCost, StagePoller, job_description
 
 log = logging.getLogger("sluice.runtime")
 T = TypeVar("T")
@@ -91,6 +92,11 @@ class QueryHost:
         self.measure_from = measure_from
         """Batches committed before this wall-clock time are left out of latency figures (warm-up)."""
         self.gate = Gate(spark, gate, fixed_pool or (lambda q: None), self.metrics, self.lock, clock)
+        self.direct = jvm_sink.enabled() and jvm_sink.loaded(spark)
+        """Noop and Kafka sinks are written by Sluice's JVM sink (else every sink by foreachBatch)."""
+        if jvm_sink.enabled() and not self.direct:
+            log.warning("Sluice's sink is not on this session's class path; every batch goes through foreachBatch.")
+        self._gates = jvm_sink.gates(spark) if self.direct and gate is not None else None
         self._owner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sluice-lifecycle")
         self._closed = threading.Event()
         self._listener = listen(spark, on_progress=self.on_progress, on_idle=self.on_idle)
@@ -222,19 +228,29 @@ class QueryHost:
             if fixed is not None:  # before its first batch names it (else Spark makes it at weight 1)
                 ensure_pool(self.spark, fixed.name, fixed.weight, fair_inside=True)
             self.spark.conf.set("spark.sql.shuffle.partitions", str(query.spec.resources.shufflePartitions))
-            plan = build(self.spark, query)
-            writer = (
-                plan.frame.writeStream.queryName(spark_name(query.key))
-                .outputMode(plan.output_mode)
-                .option("checkpointLocation", str(self.checkpoint(query.key)))
-                .foreachBatch(self.gate.for_query(hosted))
-            )
+            if self.direct and direct_sink(query):  # Spark writes it; the JVM sink asks the gate
+                plan = build(self.spark, query, measured=False, keep_ts=True)
+                frame, options = direct_frame(plan.frame, query)
+                options |= {"sluice.query": query.key, "sluice.grid": ",".join(str(1 - q) for q in GRID),
+                            "sluice.description": job_description(query.key)}
+                if fixed is not None:
+                    options["sluice.pool"] = fixed.name
+                if self._gates is not None:
+                    self._gates.register(query.key, JvmGate(self.gate, hosted))
+                writer = frame.writeStream.format(jvm_sink.PROVIDER).options(**options)
+            else:
+                plan = build(self.spark, query)
+                writer = plan.frame.writeStream.foreachBatch(self.gate.for_query(hosted))
+            writer = (writer.queryName(spark_name(query.key)).outputMode(plan.output_mode)
+                      .option("checkpointLocation", str(self.checkpoint(query.key))))
             interval = hosted.interval if hosted.interval is not None and query.spec.trigger is None \
                 else self._choose_interval(hosted)
             if interval > 0:
                 writer = writer.trigger(processingTime=f"{int(interval * 1000)} milliseconds")
             handle = writer.start()
         except Exception as error:  # a source, sink or expression Spark rejects: this query only
+            if self._gates is not None:
+                self._gates.unregister(query.key)
             self._set_phase(hosted, "Failed", one_line(error))
             log.warning("query %s failed to start: %s", query.key, hosted.message)
             return
@@ -386,6 +402,8 @@ class QueryHost:
         if self.scheduler is not None:
             self.gate.flush(hosted)
             self.scheduler.unregister(hosted.query.key)
+        if self._gates is not None:
+            self._gates.unregister(hosted.query.key)
         with self.lock:
             hosted.reserved_slots = 0
         if handle is not None:
@@ -469,6 +487,9 @@ class QueryHost:
         observed = (progress.observedMetrics or {}).get(OBSERVED)
         output = int(observed["n"] or 0) if observed is not None else 0
         produced = [float(x) for x in (observed["q"] or [])] if observed is not None else []
+        written = _sink_report(progress)  # the JVM sink's batches: output, ages and times from its commit
+        if written is not None:
+            output, produced = written.rows, written.produced
         position = kafka_position((str(s.description or ""), s.latestOffset, s.endOffset) for s in progress.sources or [])
         with self.lock:
             hosted = self._by_spark_name.get(name)
@@ -479,6 +500,11 @@ class QueryHost:
             timeline = hosted.timeline(timeline_id)
             timeline.rows += rows
             timeline.durations_ms = {k: float(v) for k, v in (progress.durationMs or {}).items()}
+            if written is not None:
+                timeline.committed = written.committed
+                if hosted.last_newest is None:
+                    hosted.last_newest = written.began
+                self.gate.finish(hosted, timeline_id, written.committed - written.began)
             hosted.output_rows += output
             if timeline.committed is not None and output > 0 and len(produced) == len(GRID):
                 latency = batch_latency(timeline.committed, output, produced)
@@ -506,6 +532,9 @@ class QueryHost:
             done = [with_progress(hosted, c) for c in done]
         if done and self.scheduler is not None:
             self.scheduler.complete(hosted.query.key, done)
+        if written is not None:
+            self.metrics.batches.labels(*labels).inc()
+            self.metrics.batch_seconds.labels(*labels).set(written.committed - written.began)
         self.metrics.rows.labels(*labels).inc(rows)
         self.metrics.input_rate.labels(*labels).set(rate)
         self.metrics.state_rows.labels(*labels).set(state_rows)
@@ -558,6 +587,27 @@ class QueryHost:
                        if h.phase == "Running" and h.query.spec.stateful and h.handle is not None]
             return [StatefulQuery(key, h.handle, h.batches, h.spec.latency_target - _recent_latency(h), _recent_batches(h))
                     for key, h in running]
+
+
+@dataclass(frozen=True, slots=True)
+class SinkReport:
+    """A batch as the JVM sink's commit reported it (`jvm_sink.SinkMetric`), in epoch seconds."""
+
+    rows: int
+    began: float
+    committed: float
+    produced: list[float]
+    """Production times of its rows at each GRID quantile, oldest first (empty: no rows)."""
+
+
+def _sink_report(progress: Any) -> SinkReport | None:
+    metrics = (progress.sink.metrics if progress.sink is not None else None) or {}
+    if SinkMetric.COMMITTED not in metrics or metrics.get(SinkMetric.BATCH) != str(progress.batchId):
+        return None  # not the JVM sink's, or an earlier batch's report
+    began = int(metrics[SinkMetric.BEGAN]) / 1000
+    ages = [float(a) / 1000 for a in metrics[SinkMetric.AGES].split(",") if a]
+    return SinkReport(int(metrics[SinkMetric.ROWS]), began, int(metrics[SinkMetric.COMMITTED]) / 1000,
+                      [began - age for age in ages])
 
 
 def _recent_latency(hosted: HostedQuery, batches: int = 3) -> float:

@@ -64,6 +64,9 @@ class HostedQuery:
     last_newest: float | None = None
     """Newest production time among the last measured batch's output rows."""
     last_batch_started: float | None = None
+    asked: dict[int, tuple[int, float]] = field(default_factory=dict)
+    """Batches the JVM sink asked for and the scheduler granted, not yet reported: batch id ->
+    (expected rows, coordination seconds)."""
     completions: list[Completion] = field(default_factory=list)
     """Completed batches not yet reported to the scheduler (sent when their progress arrives, else
     with the next ask)."""

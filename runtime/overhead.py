@@ -4,8 +4,10 @@ One Kafka filter query (the same manifest each time) runs three ways:
 - `plain`: Spark alone. The query's DataFrame (Sluice's builder, so the same plan, without
   Sluice's latency observation) written with `writeStream.format("noop")`, FIFO scheduling;
 - `ungated`: through Sluice's runtime (`QueryHost`) with no scheduler (the `fifo` policy):
-  foreachBatch, the sink's write with its latency measurement, status and metrics;
-- `cameo`: the same, gated by the in-process Cameo scheduler with FAIR bands.
+  Sluice's JVM sink around Spark's noop sink (`runtime/jvm_sink.py`; with `SLUICE_JVM_SINK=0`,
+  foreachBatch), the latency measured inside the write, status and metrics;
+- `cameo`: the same, gated by the in-process Cameo scheduler with FAIR bands (one py4j call a
+  batch, from the sink to the gate).
 
 Each run is a fresh process (a fresh JVM) reading a fresh topic that the load generator fills at a
 fixed rate; the modes take turns within a round and the order rotates between rounds, so drift of
@@ -100,12 +102,14 @@ def run_child(mode: str, manifest_path: Path, seconds: float, warmup: float, rep
         handle = hosted.handle
     time.sleep(warmup + seconds)
     measured_from = started + warmup
-    batches = [
+    batches = [  # every phase Spark reports (PHASES first: the summary reads those)
         {"batchId": int(p.batchId), "rows": int(p.numInputRows),
-         **{phase: float((p.durationMs or {}).get(phase, 0.0)) for phase in PHASES}}
+         **{phase: float((p.durationMs or {}).get(phase, 0.0)) for phase in PHASES},
+         **{phase: float(ms) for phase, ms in (p.durationMs or {}).items() if phase not in PHASES}}
         for p in handle.recentProgress
         if _epoch(p.timestamp) >= measured_from and int(p.numInputRows) > 0
     ]
+    path = "plain" if host is None else ("jvm-sink" if host.direct else "foreachBatch")
     latency = None
     if host is not None:
         status = host.status(query.key)
@@ -113,7 +117,7 @@ def run_child(mode: str, manifest_path: Path, seconds: float, warmup: float, rep
         host.stop_all()
     else:
         handle.stop()
-    report.write_text(json.dumps({"mode": mode, "batches": batches, "latency": latency}) + "\n")
+    report.write_text(json.dumps({"mode": mode, "path": path, "batches": batches, "latency": latency}) + "\n")
     spark.stop()
 
 

@@ -166,7 +166,6 @@ def write_batch(frame: Any, query: StreamingQuery, batch_id: int) -> None:
     Files land in `<path>/batch_id=<id>/`, overwritten if Spark replays the batch after a crash,
     so a replay never duplicates rows (reading `<path>` gives a `batch_id` column).
     """
-    from pyspark.sql import functions as F
 
     sink = query.spec.sink
     if sink.type == "console":
@@ -174,16 +173,37 @@ def write_batch(frame: Any, query: StreamingQuery, batch_id: int) -> None:
     elif isinstance(sink, FilesSink):
         frame.write.mode("overwrite").format(sink.format).save(f"{sink.path}/batch_id={batch_id}")
     elif isinstance(sink, KafkaSink):
-        (
-            frame.select(F.to_json(F.struct(*frame.columns)).alias("value"))
-            .write.format("kafka")
-            .option("kafka.bootstrap.servers", sink.bootstrapServers)
-            .option("topic", sink.topic)
-            .save()
-        )
+        kafka_records(frame).write.format("kafka").options(**kafka_options(sink)).save()
     elif sink.type == "memory":  # the host collects memory batches itself
         raise ValueError("memory batches are collected by the host")
     elif sink.type == "noop":
         frame.write.format("noop").mode("overwrite").save()
     else:  # pragma: no cover - the models admit no other type
         raise ValueError(f"unsupported sink type {sink.type!r}")
+
+
+def kafka_records(frame: Any, keep_ts: bool = False) -> Any:
+    """A Kafka sink's records: each row as one JSON `value` (without `_sluice_ts`, kept after it
+    as the last column when `keep_ts`)."""
+    from pyspark.sql import functions as F
+
+    value = F.to_json(F.struct(*[c for c in frame.columns if c != TS])).alias("value")
+    return frame.select(value, F.col(TS)) if keep_ts else frame.select(value)
+
+
+def kafka_options(sink: KafkaSink) -> dict[str, str]:
+    return {"kafka.bootstrap.servers": sink.bootstrapServers, "topic": sink.topic}
+
+
+def direct_sink(query: StreamingQuery) -> bool:
+    """Can Sluice's JVM sink write this query (`sluice.runtime.jvm_sink`)? Spark's noop and Kafka
+    sinks, yes; files (one directory per batch id), memory and console go through foreachBatch."""
+    return query.spec.sink.type in ("noop", "kafka")
+
+
+def direct_frame(frame: Any, query: StreamingQuery) -> tuple[Any, dict[str, str]]:
+    """The frame the JVM sink writes (`_sluice_ts` last) and its delegate's options."""
+    sink = query.spec.sink
+    if isinstance(sink, KafkaSink):
+        return kafka_records(frame, keep_ts=True), {"sluice.delegate": "kafka", **kafka_options(sink)}
+    return frame.select(*[c for c in frame.columns if c != TS], TS), {"sluice.delegate": sink.type}

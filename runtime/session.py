@@ -15,6 +15,8 @@ from typing import Any
 from sluice.api.constants import BANDS
 from sluice.scheduler.bands import fairscheduler_xml
 
+from . import jvm_sink
+
 KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13"
 SHIPPED_WITH_PYSPARK = (
     "org.apache.hadoop:hadoop-client-runtime", "org.apache.hadoop:hadoop-client-api", "org.slf4j:slf4j-api",
@@ -222,7 +224,7 @@ def build_session(config: SessionConfig) -> Any:
                    .config("spark.jars.ivy", str(ivy))
                    .config("spark.jars.ivySettings", str(ivy_settings(ivy))))
     executors = {} if config.master.startswith("local[") else DECOMMISSION
-    for key, value in (RAW_LOCAL_FILES | executors | config.extra).items():
+    for key, value in (RAW_LOCAL_FILES | executors | jvm_sink.session_conf() | config.extra).items():
         builder = builder.config(key, value)
     if SparkSession.getActiveSession() is None and not _jvm_running():
         with _filtered_jvm_stderr():

@@ -26,6 +26,12 @@ from .critical_path import StageSpan
 _DESCRIPTION = re.compile(r"sluice (\S+/\S+) batch (\d+)")
 
 
+def job_description(key: str, batch_id: int | None = None) -> str:
+    """What a batch's jobs are named (`_DESCRIPTION`); without a batch id, the part before it (the
+    JVM sink appends the id itself)."""
+    return f"sluice {key} batch " + ("" if batch_id is None else str(batch_id))
+
+
 @dataclass(frozen=True, slots=True)
 class StageCost:
     stage_id: int

@@ -57,20 +57,6 @@ def iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int((t % 1) * 1000):03d}Z"
 
 
-@pytest.fixture
-def host_factory(spark: Any, tmp_path: Path) -> Any:
-    hosts: list[QueryHost] = []
-
-    def make(gate: Any = None, checkpoints: Path | None = None, **options: Any) -> QueryHost:
-        host = QueryHost(spark, checkpoints or tmp_path / "checkpoints", gate, **options)
-        hosts.append(host)
-        return host
-
-    yield make
-    for host in hosts:
-        host.stop_all()
-
-
 def test_builder_runs_every_step_kind(host_factory: Any, tmp_path: Path) -> None:
     data = tmp_path / "in"
     now = time.time()

@@ -1,0 +1,166 @@
+"""Sluice's JVM sink: the gate and the latency measurement inside Spark's own write of each batch.
+
+`foreachBatch` costs every micro-batch a call into Python and a second plan for the batch's write
+(measured 2026-11-26: `addBatch` 126 ms written by a Java batch function against 142 ms by a
+Python one, and 102 ms by Spark's own noop sink, one Kafka filter at 1,000 events/s). The sink in
+`runtime/java/dev/sluice/sink/` (`GatedSinkProvider`) wraps Spark's noop and Kafka sinks instead:
+Spark writes to it in the batch's one plan; on the stream thread, just before the batch's tasks, it
+asks the query's gate (one py4j call, only when a scheduler gates the pool) and sets the granted
+FAIR pool; its tasks note each row's age; its commit reports the batch in the progress event's
+`sink.metrics` (`SINK_METRICS`), which the host reads off the batch path.
+
+The jar is built here from those sources with the JDK's `javac` against pyspark's own jars and
+cached by content (`~/.cache/sluice/jars/`); an image bakes it in and names it with SLUICE_SINK_JAR.
+Without a jar (no JDK, or `SLUICE_JVM_SINK=0`) every query is written through `foreachBatch`, as
+before, and the host says so once in its log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("sluice.runtime")
+
+SOURCES = Path(__file__).parent / "java"
+PROVIDER = "dev.sluice.sink.GatedSinkProvider"
+"""The format name Spark loads the sink by."""
+JAR_ENV = "SLUICE_SINK_JAR"
+"""A prebuilt jar (the runtime image's); else one built from SOURCES into the cache."""
+SWITCH_ENV = "SLUICE_JVM_SINK"
+"""0 writes every query through foreachBatch (a measurement knob: `sluice bench overhead`)."""
+CACHE = Path.home() / ".cache" / "sluice" / "jars"
+DELEGATES = ("noop", "kafka")
+"""Sink types the JVM sink writes through (Spark's own v2 sinks); the others use foreachBatch."""
+
+
+class SinkMetric:
+    """Keys of a batch's report in its progress (`progress.sink.metrics`), set by the sink's commit."""
+
+    BATCH = "sluice.batch"
+    ASKED = "sluice.asked"
+    """The batch id the gate was asked for (Spark's local property; -1 if it was missing)."""
+    ROWS = "sluice.rows"
+    BEGAN = "sluice.began"
+    """Epoch milliseconds: the batch's write began (after the gate)."""
+    COMMITTED = "sluice.committed"
+    """Epoch milliseconds: the delegate's commit returned."""
+    POOL = "sluice.pool"
+    AGES = "sluice.ages"
+    """Comma-separated milliseconds: the rows' ages when the write began, at the grid's quantiles."""
+
+
+def enabled() -> bool:
+    return os.environ.get(SWITCH_ENV, "1") != "0"
+
+
+def _digest() -> str:
+    import pyspark
+
+    h = hashlib.sha256(pyspark.__version__.encode())
+    for source in sorted(SOURCES.rglob("*.java")):
+        h.update(source.relative_to(SOURCES).as_posix().encode())
+        h.update(source.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def _javac() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "javac").exists():
+        return str(Path(home) / "bin" / "javac")
+    return shutil.which("javac")
+
+
+@cache
+def jar() -> Path | None:
+    """The sink's jar, built once per source version; None (and why, logged) when there is none."""
+    if not enabled():
+        return None
+    baked = os.environ.get(JAR_ENV)
+    if baked:
+        if Path(baked).is_file():
+            return Path(baked)
+        log.warning("%s names %s, which does not exist; batches go through foreachBatch.", JAR_ENV, baked)
+        return None
+    if not SOURCES.is_dir():
+        return None
+    target = CACHE / f"sluice-sink-{_digest()}.jar"
+    if target.exists():
+        return target
+    javac = _javac()
+    if javac is None:
+        log.warning("no JDK (javac) to build Sluice's sink; batches go through foreachBatch.")
+        return None
+    try:
+        _build(javac, target)
+    except (OSError, subprocess.CalledProcessError) as failed:
+        log.warning("building Sluice's sink failed (%s); batches go through foreachBatch.", failed)
+        return None
+    return target
+
+
+def _build(javac: str, target: Path) -> None:
+    """Compile SOURCES against pyspark's jars into `target` (atomically: parallel builds are safe)."""
+    import pyspark
+
+    classpath = str(Path(pyspark.__file__).parent / "jars" / "*")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="sluice-sink-") as work:
+        classes = Path(work) / "classes"
+        sources = [str(p) for p in sorted(SOURCES.rglob("*.java"))]
+        subprocess.run([javac, "-nowarn", "-encoding", "UTF-8", "--release", "17", "-cp", classpath,
+                        "-d", str(classes), *sources], check=True, capture_output=True)
+        jar_tool = Path(javac).with_name("jar")
+        built = Path(work) / target.name
+        if jar_tool.exists():
+            subprocess.run([str(jar_tool), "cf", str(built), "-C", str(classes), "."], check=True, capture_output=True)
+        else:  # a jar is a zip
+            shutil.make_archive(str(built.with_suffix("")), "zip", classes)
+            built.with_suffix(".zip").rename(built)
+        os.replace(shutil.copy(built, target.with_suffix(".tmp")), target)
+
+
+def session_conf() -> dict[str, str]:
+    """What a session needs to load the sink: the jar on the driver's and executors' class path
+    (not `spark.jars`: py4j and Spark must see one copy of its classes)."""
+    found = jar()
+    if found is None:
+        return {}
+    return {"spark.driver.extraClassPath": str(found), "spark.executor.extraClassPath": str(found)}
+
+
+def loaded(spark: Any) -> bool:
+    """Is the sink on this session's class path (its JVM may have started without it)?"""
+    from py4j.java_gateway import JavaClass
+
+    return isinstance(spark.sparkContext._jvm.dev.sluice.sink.Gates, JavaClass)
+
+
+def gates(spark: Any) -> Any:
+    """The JVM's registry of gates (`Gates.register(key, gate)`, `Gates.unregister(key)`)."""
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    gateway = spark.sparkContext._gateway
+    ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
+    return spark.sparkContext._jvm.dev.sluice.sink.Gates
+
+
+def batch_id_key(spark: Any) -> str:
+    """The local property the sink reads the batch id from (its constant, `BatchIds.KEY`)."""
+    return str(spark.sparkContext._jvm.dev.sluice.sink.BatchIds.key())
+
+
+if __name__ == "__main__":  # images/build-local.sh: build (or reuse) the jar and print its path
+    import sys
+
+    built = jar()
+    if built is None:
+        sys.exit("Sluice's sink could not be built here: it needs a JDK's javac (see the warning above).")
+    print(built)

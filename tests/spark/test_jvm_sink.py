@@ -1,0 +1,111 @@
+"""Sluice's JVM sink (`runtime/jvm_sink.py`, `runtime/java/`): noop and Kafka queries written by
+Spark in the batch's one plan, gated and measured inside that write, on a real local Spark."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.runtime import jvm_sink
+from sluice.runtime.jvm_sink import SinkMetric
+from sluice.scheduler.core import Scheduler
+from sluice.scheduler.local import LocalScheduler
+from sluice.testing.waiting import wait_for
+
+from .test_runtime import files_source, iso, query, write_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def _reports(hosted: Any) -> list[dict[str, str]]:
+    """The sink's report of every batch Spark still remembers (its progress's sink.metrics)."""
+    return [dict(p.sink.metrics) for p in hosted.handle.recentProgress if SinkMetric.COMMITTED in (p.sink.metrics or {})]
+
+
+def test_the_batch_id_key_is_spark_s(spark: Any) -> None:
+    """Spark internal (`BatchIds.java`): the local property MicroBatchExecution names each batch
+    with. An upgrade that renames it fails here, not as gates asked for batch -1."""
+    assert jvm_sink.loaded(spark), "the session started without Sluice's sink on its class path"
+    spark_key = spark._jvm.org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution.BATCH_ID_KEY()
+    assert jvm_sink.batch_id_key(spark) == spark_key
+
+
+def test_ages_are_measured_inside_the_write_oldest_first(host_factory: Any, tmp_path: Path) -> None:
+    """One batch of 40 rows produced 0.5 s apart: the runtime's latency figures, from the ages the
+    sink's tasks noted, match the rows' own production times (oldest = the highest latency)."""
+    data = tmp_path / "in"
+    host = host_factory(None)
+    hosted = host.add(query("ages", "t", files_source(data), [{"select": ["id", "produced_at"]}],
+                            sink={"type": "noop"}, sla="60s"))
+    assert hosted.phase == "Running", hosted.message
+    t0 = time.time()
+    write_rows(data, "all.json", [{"id": k, "user": "u", "amount": 1.0, "produced_at": iso(t0 - 0.5 * k)}
+                                  for k in range(40)])
+    wait_for(lambda: hosted.output_rows == 40, 60, "the batch's progress")
+    assert hosted.handle.lastProgress["sink"]["description"].startswith("sluice(")
+    report = _reports(hosted)[-1]
+    assert report[SinkMetric.ASKED] == report[SinkMetric.BATCH]  # the batch id the sink read is Spark's
+    committed = int(report[SinkMetric.COMMITTED]) / 1000
+    newest, oldest = committed - iso_time(t0), committed - iso_time(t0 - 19.5)
+    status = host.status("t/ages")
+    assert status.output_rows == 40 and status.batches == 1
+    # the oldest and newest rows are exact (the sink keeps each task's minimum and maximum); the
+    # median is within the histogram's 1% of its age
+    assert status.max_ms is not None and abs(status.max_ms / 1000 - oldest) < 0.005
+    assert status.p50_ms is not None
+    middle = (newest + oldest) / 2
+    assert abs(status.p50_ms / 1000 - middle) <= 0.01 * middle + 0.5, (status.p50_ms, middle)
+
+
+def iso_time(t: float) -> float:
+    """A production time as the rows carry it (`iso` keeps milliseconds)."""
+    return int(t * 1000) / 1000
+
+
+def test_gated_batches_run_in_their_band_named_for_the_stage_poller(spark: Any, host_factory: Any) -> None:
+    """Two noop queries under cameo: the sink asks the gate before each batch, the batch's jobs run
+    in the granted FAIR pool under the runtime's job description, and each batch frees its slot
+    when its progress arrives."""
+    core = Scheduler("cameo", capacity=2)
+    host = host_factory(LocalScheduler(core))
+    urgent = host.add(query("urgent", "pay", {"type": "rate", "rowsPerSecond": 50}, [{"filter": "value >= 0"}],
+                            sink={"type": "noop"}, sla="500ms"))
+    bulk = host.add(query("bulk", "ana", {"type": "rate", "rowsPerSecond": 50}, [{"filter": "value >= 0"}],
+                          sink={"type": "noop"}, sla="10m"))
+    wait_for(lambda: urgent.batches >= 4 and bulk.batches >= 4, 90, "batches of both queries")
+    assert set(urgent.band_log.values()) == {"band0"} and max(bulk.band_log.values()) >= "band6"
+    for hosted in (urgent, bulk):  # every reported batch ran in the pool its grant named
+        for report in _reports(hosted):
+            assert report[SinkMetric.ASKED] == report[SinkMetric.BATCH]
+            batch = int(report[SinkMetric.BATCH])
+            if batch in hosted.band_log:
+                assert report[SinkMetric.POOL] == hosted.band_log[batch]
+    base, app = spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId
+    stages = json.loads(urllib.request.urlopen(f"{base}/api/v1/applications/{app}/stages", timeout=10).read())
+    seen = 0
+    for stage in stages:
+        match = re.search(r"sluice (\S+) batch (\d+)", stage.get("description") or "")
+        hosted = {"pay/urgent": urgent, "ana/bulk": bulk}.get(match.group(1)) if match else None
+        if match and hosted is not None and int(match.group(2)) in hosted.band_log:
+            assert stage["schedulingPool"] == hosted.band_log[int(match.group(2))]
+            seen += 1
+    assert seen >= 4
+    wait_for(lambda: urgent.stages and bulk.stages, 15, "stage metrics per query")
+    host.remove("pay/urgent")
+    host.remove("ana/bulk")
+    assert core.in_flight == 0 and not urgent.asked and not bulk.asked
+
+
+def test_a_query_that_gives_no_timestamp_column_last_fails_alone(spark: Any, tmp_path: Path) -> None:
+    """The sink refuses rows without `_sluice_ts` last, in one sentence, before any batch runs."""
+    frame = spark.readStream.format("rate").option("rowsPerSecond", 1).load()
+    handle = (frame.writeStream.format(jvm_sink.PROVIDER).option("sluice.delegate", "noop")
+              .option("checkpointLocation", str(tmp_path / "ck")).start())
+    with pytest.raises(Exception, match="the rows' last column must be _sluice_ts"):
+        handle.awaitTermination(60)
