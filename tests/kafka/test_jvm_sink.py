@@ -3,7 +3,6 @@ timestamp column, and the runtime's latency against the records' own timestamps.
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import datetime
 from pathlib import Path
@@ -19,24 +18,9 @@ from sluice.testing.kafka import KafkaBroker
 from sluice.testing.load import EVENT_SCHEMA, LoadPlan, generate
 from sluice.testing.waiting import wait_for
 
+from .test_realtime import _read_all
+
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
-
-
-def _read_all(bootstrap: str, topic: str, until: float) -> list[tuple[dict[str, Any], float]]:
-    """(value, record timestamp) of every record in the topic until `until`."""
-    from confluent_kafka import Consumer
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    out = []
-    try:
-        while time.time() < until:
-            for m in consumer.consume(num_messages=500, timeout=0.2):
-                if not m.error():
-                    out.append((json.loads(m.value()), m.timestamp()[1] / 1000))
-    finally:
-        consumer.close()
-    return out
 
 
 def test_kafka_records_are_written_once_and_their_latency_matches_the_records(
@@ -60,12 +44,12 @@ def test_kafka_records_are_written_once_and_their_latency_matches_the_records(
         assert hosted.phase == "Running", hosted.message
         sent = generate(LoadPlan(source, 300, 10), broker.bootstrap)
         produced = {}
-        for value, _ in _read_all(broker.bootstrap, source, time.time() + 5):
+        for value, *_ in _read_all(broker.bootstrap, source, time.time() + 5):
             if value["amount"] > 500:
                 produced[value["seq"]] = value
         wait_for(lambda: hosted.output_rows >= len(produced), 60, "every matching event at the sink")
         assert hosted.handle.lastProgress["sink"]["description"].startswith("sluice(")
-        records = _read_all(broker.bootstrap, sink, time.time() + 5)
+        records = [(value, stamp) for value, stamp, *_ in _read_all(broker.bootstrap, sink, time.time() + 5)]
         assert sent["sent"] >= 2500
         # each matching event once, as JSON of the selected columns only
         assert sorted(v["seq"] for v, _ in records) == sorted(produced)
