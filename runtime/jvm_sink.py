@@ -7,7 +7,7 @@ Python one, and 102 ms by Spark's own noop sink, one Kafka filter at 1,000 event
 Spark writes to it in the batch's one plan; on the stream thread, just before the batch's tasks, it
 asks the query's gate (one py4j call, only when a scheduler gates the pool) and sets the granted
 FAIR pool; its tasks note each row's age; its commit reports the batch in the progress event's
-`sink.metrics` (`SINK_METRICS`), which the host reads off the batch path.
+`sink.metrics` (`SinkMetric`), which the host reads off the batch path.
 
 The jar is built here from those sources with the JDK's `javac` against pyspark's own jars and
 cached by content (`~/.cache/sluice/jars/`); an image bakes it in and names it with SLUICE_SINK_JAR.
@@ -124,7 +124,8 @@ def _build(javac: str, target: Path) -> None:
         else:  # a jar is a zip
             shutil.make_archive(str(built.with_suffix("")), "zip", classes)
             built.with_suffix(".zip").rename(built)
-        os.replace(shutil.copy(built, target.with_suffix(".tmp")), target)
+        staged = target.parent / f".{target.name}.{os.getpid()}.tmp"  # one per builder
+        os.replace(shutil.copy(built, staged), target)
 
 
 def session_conf() -> dict[str, str]:

@@ -29,6 +29,7 @@ from sluice.api.query import (
     StreamingQuery,
 )
 
+from .jvm_sink import DELEGATES
 from .latency import GRID
 
 TS = "_sluice_ts"
@@ -198,7 +199,7 @@ def kafka_options(sink: KafkaSink) -> dict[str, str]:
 def direct_sink(query: StreamingQuery) -> bool:
     """Can Sluice's JVM sink write this query (`sluice.runtime.jvm_sink`)? Spark's noop and Kafka
     sinks, yes; files (one directory per batch id), memory and console go through foreachBatch."""
-    return query.spec.sink.type in ("noop", "kafka")
+    return query.spec.sink.type in DELEGATES
 
 
 def direct_frame(frame: Any, query: StreamingQuery) -> tuple[Any, dict[str, str]]:
