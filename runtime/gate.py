@@ -107,10 +107,9 @@ class Gate:
             hosted.group = grant if grant.k > 1 and not grant.fail_open else None
         return grant, max(asked - grant.waited, 0.0)
 
-    def ask(self, hosted: HostedQuery, batch_id: int) -> str | None:
-        """The JVM sink's question before a batch's tasks (`sluice.runtime.jvm_sink`): wait for the
-        grant and return the FAIR pool to run in. What `run` does after the write happens when the
-        batch's progress arrives (`QueryHost.on_progress`, with `finish`)."""
+    def _admit(self, hosted: HostedQuery, batch_id: int) -> tuple[BatchRequest, Grant, float, str | None, float]:
+        """Before a batch's action: ask for its grant and record it. Returns the request, the grant,
+        the coordination time, the FAIR pool to run in (None: Spark's default) and when it entered."""
         entered = self.clock()
         with self.lock:
             request = BatchRequest(hosted.query.key, batch_id,
@@ -121,11 +120,18 @@ class Gate:
         with self.lock:
             hosted.last_batch_started = entered
             hosted.record_band(batch_id, grant.band)
-            timeline = hosted.timeline(batch_id)
-            timeline.gate_wait = grant.waited
-            if self.scheduler is not None and not grant.fail_open:
-                hosted.asked[batch_id] = (request.rows, coordination)
+            hosted.timeline(batch_id).gate_wait = grant.waited
         self.metrics.gate_wait.labels(*query_labels(hosted.query.key)).set(grant.waited)
+        return request, grant, coordination, pool, entered
+
+    def ask(self, hosted: HostedQuery, batch_id: int) -> str | None:
+        """The JVM sink's question before a batch's tasks (`sluice.runtime.jvm_sink`): wait for the
+        grant and return the FAIR pool to run in. What `run` does after the write happens when the
+        batch's progress arrives (`QueryHost.on_progress`, with `finish`)."""
+        request, grant, coordination, pool, _ = self._admit(hosted, batch_id)
+        if self.scheduler is not None and not grant.fail_open:
+            with self.lock:
+                hosted.asked[batch_id] = (request.rows, coordination)
         return pool
 
     def finish(self, hosted: HostedQuery, batch_id: int, action: float) -> None:
@@ -142,17 +148,8 @@ class Gate:
     def run(self, hosted: HostedQuery, frame: Any, batch_id: int) -> None:
         query = hosted.query
         labels = query_labels(query.key)
-        entered = self.clock()
-        with self.lock:
-            request = BatchRequest(query.key, batch_id, expected_rows(hosted.input_rate, hosted.last_batch_started, entered),
-                                   oldest_event(hosted.newest_input, hosted.last_newest))
-        grant, coordination = self._grant(hosted, request)
+        request, grant, coordination, pool, entered = self._admit(hosted, batch_id)
         sc = self.spark.sparkContext
-        pool = None if (self.scheduler is None and self.fixed_pool(hosted.spec) is None) else grant.band
-        with self.lock:
-            hosted.last_batch_started = entered
-            hosted.record_band(batch_id, grant.band)
-            hosted.timeline(batch_id).gate_wait = grant.waited
         sc.setLocalProperty("spark.scheduler.pool", pool)
         sc.setJobDescription(job_description(query.key, batch_id))
         began = time.perf_counter()
@@ -174,7 +171,6 @@ class Gate:
             hosted.batches += 1
             if self.scheduler is not None and not grant.fail_open:
                 hosted.completions.append(done)
-        self.metrics.gate_wait.labels(*labels).set(grant.waited)
         self.metrics.batches.labels(*labels).inc()
         self.metrics.batch_seconds.labels(*labels).set(action)
 
