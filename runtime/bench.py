@@ -119,6 +119,28 @@ def _for_run(query: StreamingQuery, load: LoadSpec, bootstrap: str, topic: str, 
     return manifest
 
 
+READY_SECONDS = 300.0
+"""How long a run may take to start Spark and add its queries before the benchmark gives up."""
+
+
+def await_ready(runs: list[tuple[Path, Any, Path]], timeout: float = READY_SECONDS) -> None:
+    """Wait until each (ready file, process, log) run has written its ready file; a run that exits
+    first, or does not get there within `timeout` seconds, fails the benchmark with its log's tail."""
+    deadline = time.monotonic() + timeout
+    for ready, proc, log in runs:
+        while not ready.exists():
+            why = None
+            if proc.poll() is not None:
+                why = f"exited ({proc.returncode})"
+            elif time.monotonic() > deadline:
+                proc.kill()
+                why = f"was not ready within {timeout:.0f} s"
+            if why is not None:
+                tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
+                raise RuntimeError(f"the run {why} before its queries were running: {' / '.join(tail)}")
+            time.sleep(0.1)
+
+
 def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, broker: Any, folder: Path,
              log: Any = print) -> dict[str, Any]:
     """One variant (a policy, or AUTO), one fresh runtime: returns `sluice run`'s report (with timelines)."""
@@ -147,10 +169,13 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
             [sys.executable, "-m", "sluice", "run", "-f", str(folder / f"{prefix}manifests.yaml"),
              "--policy", policy if policy in POLICIES else "cameo",
              "--duration", f"{seconds}s", "--warmup", scenario.warmup.text, "--report", str(folder / f"{prefix}report.json"),
-             "--timeline", "--workdir", str(folder / f"{prefix}work")],
+             "--timeline", "--workdir", str(folder / f"{prefix}work"), "--ready-file", str(folder / f"{prefix}ready")],
             stdout=subprocess.DEVNULL, stderr=(folder / f"{prefix}run.log").open("wb"),
         )))
-    # load starts when the runtime is up (its queries read from the earliest offset, so nothing is lost)
+    # The load starts once every query runs, and the runs' warm-up and duration count from then: a
+    # load started at a guess of Spark's start time (8 s before 2026-11-26) left cold starts that
+    # took longer (10-12 s on a cold broker) a backlog that spilled into the measured window.
+    await_ready([(folder / f"{prefix}ready", proc, folder / f"{prefix}run.log") for prefix, proc in procs])
     stop = threading.Event()
     sent: dict[str, Any] = {}
 
@@ -159,7 +184,6 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
         plan = LoadPlan(topics[i], load.rate, seconds, [Burst(b.at.seconds, b.length.seconds, b.factor) for b in load.bursts], load.keys)
         sent[queries[i].key] = generate(plan, broker.bootstrap, stop.is_set)
 
-    time.sleep(8)  # Spark's start: ~5-7 s here; the burst times count from the load's start
     producers = [threading.Thread(target=produce, args=(i,), daemon=True) for i in range(len(queries))]
     for p in producers:
         p.start()

@@ -43,6 +43,8 @@ def test_short_benchmark_writes_results_and_plots(tmp_path: Path) -> None:
         assert (out / name).stat().st_size > 1000 or name == "summary.txt"
     assert "p99 fifo/cameo" in proc.stdout and "rows per policy" in proc.stdout
     assert (stale / "0").read_text() != "stale"  # the run wrote its own offsets into a fresh checkpoint
+    for policy in ("fifo", "cameo"):  # each run's load began once its queries were in (`await_ready`)
+        assert float((out / "runs" / f"{policy}-0" / "ready").read_text()) > 0
     assert not (out / "kafka" / "kafka-1" / "junk").exists()
 
 
