@@ -51,6 +51,8 @@ class Options:
     """Measured seconds per step, at least (two of the slowest query's intervals if longer)."""
     conf: tuple[str, ...] = ()
     """Spark settings (KEY=VALUE) for the shared pool's runtime."""
+    capacity: int = 4
+    """The shared pool's scheduler capacity: batches granted at once."""
 
 
 def is_critical(i: int) -> bool:
@@ -229,7 +231,7 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
     from sluice.scheduler.bench import core_decision_seconds
     from sluice.testing.runtime_process import RuntimeProcess
 
-    runtime = RuntimeProcess(out / "shared", conf=options.conf)
+    runtime = RuntimeProcess(out / "shared", conf=options.conf, capacity=options.capacity)
     (out / "shared").mkdir(parents=True, exist_ok=True)
     runtime.start()
     load = Load(broker.bootstrap)
@@ -380,6 +382,8 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"shared pool at N={result['capacity_queries']}: {per_query:.1f} MB per query "
                      f"({app / per_query:.1f}x below one application per query)")
     lines.append(f"capacity: {result['capacity_queries']} queries with every SLA kept")
+    if (result.get("options") or {}).get("capacity", 4) != 4:
+        lines.append(f"shared runtime's scheduler capacity: {result['options']['capacity']} batches at once (default 4)")
     if (result.get("options") or {}).get("conf"):
         lines.append(f"shared runtime's Spark settings besides the defaults: {', '.join(result['options']['conf'])}")
     return "\n".join(lines)

@@ -627,7 +627,10 @@ def _counts(value: str, option: str) -> tuple[int, ...]:
               help="Writes results.json, summary.txt and density.png here.")
 @click.option("--conf", multiple=True, metavar="KEY=VALUE",
               help="A Spark setting for the shared pool's runtime (repeatable): to measure one change against the default.")
-def bench_density(counts: str, per_app: str, warmup: float, window: float, out: str, conf: tuple[str, ...]) -> None:
+@click.option("--capacity", type=click.IntRange(1, 100_000), default=4, show_default=True,
+              help="The shared pool's scheduler capacity: batches granted at once.")
+def bench_density(counts: str, per_app: str, warmup: float, window: float, out: str, conf: tuple[str, ...],
+                  capacity: int) -> None:
     """How many tenants' queries one pool holds with every SLA kept, and memory per query against one app each."""
     from sluice.runtime import density_bench
     from sluice.testing.kafka import KafkaUnavailable
@@ -638,7 +641,7 @@ def bench_density(counts: str, per_app: str, warmup: float, window: float, out: 
         sys.exit(1)
     options = density_bench.Options(counts=_counts(counts, "--counts"),
                                     per_app=() if per_app.strip() == "none" else _counts(per_app, "--per-app"),
-                                    warmup=warmup, window=window, conf=conf)
+                                    warmup=warmup, window=window, conf=conf, capacity=capacity)
     try:
         result = density_bench.run(options, Path(out), log=lambda m: click.echo(m, err=True))
     except (KafkaUnavailable, RuntimeError) as error:

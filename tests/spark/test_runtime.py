@@ -465,6 +465,43 @@ def test_without_a_trigger_the_interval_comes_from_the_sla_and_adapts_to_measure
     assert sorted(r["id"] for r in hosted.memory) == [r * 10 + i for r in range(8) for i in range(5)] + [999]
 
 
+def _mark_tasks(spark: Any, pool: str, label: str, tasks: int, marks: Path) -> None:
+    """Run `tasks` tasks of 0.3 s in FAIR pool `pool`; each writes when it started."""
+    folder = str(marks)
+
+    def work(index: int) -> None:
+        import time as clock
+        from pathlib import Path as Folder
+
+        Folder(folder, f"{label}-{index}").write_text(repr(clock.time()))
+        clock.sleep(0.3)
+
+    spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
+    spark.sparkContext.parallelize(range(tasks), tasks).foreach(work)
+
+
+def test_an_urgent_band_takes_every_freed_slot_before_a_bulk_band(spark: Any, tmp_path: Path) -> None:
+    """With weights alone, a bulk band with no task running (0/1) beats an urgent band running one
+    (1/16) at each free slot, so on two cores an urgent batch got one core at best. The urgent
+    bands' minimum share (`bands.URGENT_MIN_SHARE`) makes Spark serve them first."""
+    from sluice.scheduler.bands import urgent_bands
+
+    urgent, bulk = f"band{urgent_bands(8) - 1}", "band7"  # the least urgent urgent band against the bulk one
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    first = threading.Thread(target=_mark_tasks, args=(spark, bulk, "bulk", 16, marks))
+    first.start()
+    wait_for(lambda: len(list(marks.glob("bulk-*"))) >= 2, 60, "two bulk tasks running")
+    _mark_tasks(spark, urgent, "urgent", 6, marks)
+    first.join(60)
+    started = {f.name: float(f.read_text()) for f in marks.iterdir()}
+    assert len(started) == 22
+    urgent_starts = sorted(t for name, t in started.items() if name.startswith("urgent"))
+    # every slot freed while urgent tasks waited went to them: no bulk task started in between
+    between = [name for name, t in started.items() if name.startswith("bulk") and urgent_starts[0] < t < urgent_starts[-1]]
+    assert between == [], (between, urgent_starts)
+
+
 def test_spark_pool_internals_the_runtime_relies_on(spark: Any) -> None:
     """`sluice.runtime.spark_pools` reaches into Spark's task scheduler: fail loudly if an upgrade moves it."""
     from sluice.runtime.spark_pools import ensure_pool, pool_weight

@@ -80,3 +80,12 @@ def test_a_run_whose_first_step_broke_while_filling_still_gets_its_plot(tmp_path
               "per_app": [], "capacity_queries": 0}
     density_bench.plot(result, tmp_path)
     assert (tmp_path / "density.png").stat().st_size > 0
+
+
+def test_a_scheduler_capacity_besides_the_default_is_named_in_the_summary() -> None:
+    result = {"shared": [], "per_app": [], "capacity_queries": 0, "options": {"conf": [], "capacity": 100}}
+    assert "scheduler capacity: 100 batches at once (default 4)" in density_bench.render(result)
+    result["options"]["capacity"] = 4
+    assert "scheduler capacity" not in density_bench.render(result)
+    refused = CliRunner().invoke(main, ["bench", "density", "--capacity", "0"])
+    assert refused.exit_code == 2 and "--capacity" in refused.output and "Traceback" not in refused.output

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sluice.scheduler.bands import DEFAULT_BAND, band_for_slack, band_weights, fairscheduler_xml
+from sluice.scheduler.bands import (
+    DEFAULT_BAND,
+    URGENT_MIN_SHARE,
+    URGENT_SLACK,
+    band_for_slack,
+    band_weights,
+    fairscheduler_xml,
+    urgent_bands,
+)
 from sluice.scheduler.core import Completion, GroupTuning, Scheduler, SchedulerError
 from sluice.scheduler.costs import CostModel, CostPrior
 from sluice.scheduler.policies import BatchRequest, QuerySpec, frontier
@@ -162,6 +172,14 @@ def test_bands_follow_slack_and_weights_are_steep() -> None:
     assert weights["band0"] == 128 and weights["band7"] == 1
     xml = fairscheduler_xml(8)
     assert xml.count("<pool ") == 9 and '<pool name="default">' in xml
+
+
+def test_urgent_bands_hold_slack_below_two_seconds_and_get_a_minimum_share_no_pool_reaches() -> None:
+    assert URGENT_SLACK == 2.0 and urgent_bands(8) == 6
+    assert band_for_slack(1.99, 8) == 5 and band_for_slack(2.0, 8) == 6  # band5 is the last urgent one
+    assert urgent_bands(4) == 3  # band3 would also hold any slack above 0.5 s: never urgent
+    pools = re.findall(r'<pool name="(\w+)">.*?<minShare>(\d+)</minShare>', fairscheduler_xml(8), re.S)
+    assert pools == [(f"band{i}", str(URGENT_MIN_SHARE if i < 6 else 0)) for i in range(8)] + [("default", "0")]
 
 
 # ---------------------------------------------------------------- costs

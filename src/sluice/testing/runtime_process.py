@@ -30,9 +30,10 @@ def _port() -> int:
 
 
 class RuntimeProcess:
-    def __init__(self, workdir: Path, master: str = "local[2]", conf: tuple[str, ...] = ()) -> None:
+    def __init__(self, workdir: Path, master: str = "local[2]", conf: tuple[str, ...] = (), capacity: int = 4) -> None:
         self.workdir = workdir
         self.master = master
+        self.capacity = capacity  # the in-process scheduler's: batches granted at once
         self.conf = conf  # Spark settings (KEY=VALUE), each passed as `--conf`
         self.port = _port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -46,7 +47,7 @@ class RuntimeProcess:
         env = {**os.environ, "SLUICE_CONTROL_TOKEN": TOKEN}
         self.proc = spawn("runtime", [sys.executable, "-m", "sluice.runtime", "--master", self.master,
                                       "--host", "127.0.0.1", "--port", str(self.port), "--workdir", str(self.workdir),
-                                      "--scheduler", "inprocess", "--policy", "cameo", "--capacity", "4",
+                                      "--scheduler", "inprocess", "--policy", "cameo", "--capacity", str(self.capacity),
                                       *(a for c in self.conf for a in ("--conf", c))], log, env=env)
         wait_for(lambda: self.proc.poll() is None and asyncio.run(healthy(self.url)), timeout,
                  f"the runtime's control API (log: {log})", every=0.5)
