@@ -25,6 +25,9 @@ DEFAULT_POLICY: Final[Policy] = "cameo"
 
 BANDS: Final = 8
 """FAIR priority bands (pools band0..band7) written into fairscheduler.xml."""
+RUNTIME_CAPACITY: Final = 4
+"""Batches the in-process scheduler grants at once in a pool runtime started by the tests and the
+density benchmark (`sluice.testing.runtime_process`, `sluice bench density --capacity`)."""
 
 CONTROL_PORT: Final = 8480
 """The pool runtime's control API (and its /metrics, /healthz); in a pool pod only the operator reaches it."""

@@ -136,6 +136,9 @@ def await_ready(runs: list[tuple[Path, Any, Path]], timeout: float = READY_SECON
                 proc.kill()
                 why = f"was not ready within {timeout:.0f} s"
             if why is not None:
+                for _, other, _ in runs:  # a lane's run too: nothing is left running
+                    if other.poll() is None:
+                        other.kill()
                 tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
                 raise RuntimeError(f"the run {why} before its queries were running: {' / '.join(tail)}")
             time.sleep(0.1)

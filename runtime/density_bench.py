@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sluice.api.constants import API_VERSION
+from sluice.api.constants import API_VERSION, RUNTIME_CAPACITY
 from sluice.operator.runtime_client import RuntimeUnreachable
 
 from .capacity_bench import BULK_ATTAINMENT, CRITICAL_ATTAINMENT
@@ -51,7 +51,7 @@ class Options:
     """Measured seconds per step, at least (two of the slowest query's intervals if longer)."""
     conf: tuple[str, ...] = ()
     """Spark settings (KEY=VALUE) for the shared pool's runtime."""
-    capacity: int = 4
+    capacity: int = RUNTIME_CAPACITY
     """The shared pool's scheduler capacity: batches granted at once."""
 
 
@@ -382,8 +382,9 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"shared pool at N={result['capacity_queries']}: {per_query:.1f} MB per query "
                      f"({app / per_query:.1f}x below one application per query)")
     lines.append(f"capacity: {result['capacity_queries']} queries with every SLA kept")
-    if (result.get("options") or {}).get("capacity", 4) != 4:
-        lines.append(f"shared runtime's scheduler capacity: {result['options']['capacity']} batches at once (default 4)")
+    if (result.get("options") or {}).get("capacity", RUNTIME_CAPACITY) != RUNTIME_CAPACITY:
+        lines.append(f"shared runtime's scheduler capacity: {result['options']['capacity']} batches at once "
+                     f"(default {RUNTIME_CAPACITY})")
     if (result.get("options") or {}).get("conf"):
         lines.append(f"shared runtime's Spark settings besides the defaults: {', '.join(result['options']['conf'])}")
     return "\n".join(lines)

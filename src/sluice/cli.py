@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
-from sluice.api.constants import DEFAULT_POLICY, POLICIES
+from sluice.api.constants import DEFAULT_POLICY, POLICIES, RUNTIME_CAPACITY
 from sluice.api.manifest import ManifestError, parse_text
 from sluice.api.pool import StreamingPool
 from sluice.api.query import StreamingQuery
@@ -627,7 +627,7 @@ def _counts(value: str, option: str) -> tuple[int, ...]:
               help="Writes results.json, summary.txt and density.png here.")
 @click.option("--conf", multiple=True, metavar="KEY=VALUE",
               help="A Spark setting for the shared pool's runtime (repeatable): to measure one change against the default.")
-@click.option("--capacity", type=click.IntRange(1, 100_000), default=4, show_default=True,
+@click.option("--capacity", type=click.IntRange(1, 100_000), default=RUNTIME_CAPACITY, show_default=True,
               help="The shared pool's scheduler capacity: batches granted at once.")
 def bench_density(counts: str, per_app: str, warmup: float, window: float, out: str, conf: tuple[str, ...],
                   capacity: int) -> None:

@@ -477,7 +477,10 @@ def _mark_tasks(spark: Any, pool: str, label: str, tasks: int, marks: Path) -> N
         clock.sleep(0.3)
 
     spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
-    spark.sparkContext.parallelize(range(tasks), tasks).foreach(work)
+    try:
+        spark.sparkContext.parallelize(range(tasks), tasks).foreach(work)
+    finally:  # the calling thread's later jobs go back to the default pool
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)
 
 
 def test_an_urgent_band_takes_every_freed_slot_before_a_bulk_band(spark: Any, tmp_path: Path) -> None:

@@ -32,12 +32,13 @@ def test_waits_for_every_runs_ready_file(tmp_path: Path) -> None:
             proc.wait()
 
 
-def test_a_run_that_exits_first_fails_with_its_logs_tail(tmp_path: Path) -> None:
+def test_a_run_that_exits_first_fails_with_its_logs_tail_and_stops_the_others(tmp_path: Path) -> None:
     log = tmp_path / "run.log"
     log.write_text("starting Spark\nthe manifest names no topic\n")
-    proc = _child("import sys; sys.exit(3)")
+    proc, lane = _child("import sys; sys.exit(3)"), _child("import time; time.sleep(60)")
     with pytest.raises(RuntimeError, match=r"exited \(3\) before its queries were running: starting Spark / the manifest names no topic"):
-        await_ready([(tmp_path / "ready", proc, log)], timeout=30)
+        await_ready([(tmp_path / "ready", proc, log), (tmp_path / "lane-ready", lane, tmp_path / "lane-run.log")], timeout=30)
+    assert lane.wait(timeout=10) != 0  # the lane's run was killed, not left behind
 
 
 def test_a_run_that_never_gets_ready_is_stopped(tmp_path: Path) -> None:

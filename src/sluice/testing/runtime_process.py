@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sluice.api.constants import RUNTIME_CAPACITY
 from sluice.api.runtime import QueryStatus
 from sluice.operator.runtime_client import RuntimeClient, RuntimeUnreachable, healthy
 
@@ -30,7 +31,8 @@ def _port() -> int:
 
 
 class RuntimeProcess:
-    def __init__(self, workdir: Path, master: str = "local[2]", conf: tuple[str, ...] = (), capacity: int = 4) -> None:
+    def __init__(self, workdir: Path, master: str = "local[2]", conf: tuple[str, ...] = (),
+                 capacity: int = RUNTIME_CAPACITY) -> None:
         self.workdir = workdir
         self.master = master
         self.capacity = capacity  # the in-process scheduler's: batches granted at once
