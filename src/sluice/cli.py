@@ -119,11 +119,11 @@ def _duration(value: str | None, option: str) -> float | None:
 @main.command()
 @click.option("-f", "--filename", "files", multiple=True, required=True, help="Manifest file(s); a StreamingPool in them sets the policy and the tenants' quota weights.")
 @click.argument("more", nargs=-1)
-@click.option("--duration", help="Stop cleanly after this long, e.g. 60s (default: until Ctrl-C).")
+@click.option("--duration", help="Stop cleanly this long after every query has started, e.g. 60s (default: until Ctrl-C).")
 @click.option("--report", type=click.Path(dir_okay=False), help="Write a JSON report here when the run ends.")
 @click.option("--policy", type=click.Choice(POLICIES), help=f"Override the pool's policy (default {DEFAULT_POLICY}).")
 @click.option("--workdir", type=click.Path(file_okay=False), help="Checkpoints and Spark files (default: a new temp dir). Reuse it to resume.")
-@click.option("--warmup", help="Leave batches of the first this-long out of the latency figures, e.g. 15s.")
+@click.option("--warmup", help="Leave batches of the first this-long (after every query has started) out of the latency figures, e.g. 15s.")
 @click.option("--timeline", is_flag=True, help="Put every batch's latencies in the report (for plots).")
 @click.option("--ready-file", type=click.Path(dir_okay=False), help="Write this file once every query has started (a load generator can wait for it).")
 def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, report: str | None,
