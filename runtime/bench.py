@@ -176,8 +176,8 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
             stdout=subprocess.DEVNULL, stderr=(folder / f"{prefix}run.log").open("wb"),
         )))
     # The load starts once every query runs, and the runs' warm-up and duration count from then: a
-    # load started at a guess of Spark's start time (8 s before 2026-11-26) left cold starts that
-    # took longer (10-12 s on a cold broker) a backlog that spilled into the measured window.
+    # load started at a guess of Spark's start time (8 s before 2026-11-26) left slower starts a
+    # backlog (9-13 s of load before the first batch, twice) that spilled into the measured window.
     await_ready([(folder / f"{prefix}ready", proc, folder / f"{prefix}run.log") for prefix, proc in procs])
     stop = threading.Event()
     sent: dict[str, Any] = {}
