@@ -20,7 +20,6 @@ from .control import make_control_app, make_metrics_app
 from .executors import ExecutorScaler
 from .gate import Gatekeeper
 from .host import QueryHost
-from .megaphone import StateMover
 from .policy import mode_of
 from .session import SessionConfig, build_session
 
@@ -79,8 +78,7 @@ def main(argv: list[str] | None = None) -> None:
         gate = (LocalScheduler(Scheduler(args.policy, capacity=args.capacity)) if args.scheduler == "inprocess"
                 else SchedulerClient(args.scheduler))
     host = QueryHost(spark, workdir / "checkpoints", gate, mode.fixed_pool, files_root=args.files_root)
-    scaler = ExecutorScaler(spark, grace=args.executor_grace, stateful=host.stateful_batches,
-                            mover=StateMover(spark, host.stateful_queries, host.metrics))
+    scaler = ExecutorScaler.for_host(host, grace=args.executor_grace)
     sidecar = f"{args.scheduler.rstrip('/')}/metrics" if args.scheduler.startswith("http") else None
     server = ServerThread(make_control_app(host, token, executors=scaler, scheduler_metrics=sidecar),
                           host=args.host, port=args.port).start()

@@ -45,13 +45,16 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sluice.api.runtime import ExecutorInfo, ExecutorState
 
 from .batching import settled
 from .megaphone import Executor, StateMover
 from .stages import spark_time
+
+if TYPE_CHECKING:
+    from .host import QueryHost
 
 log = logging.getLogger("sluice.runtime.executors")
 DRAIN_POLL = 0.05
@@ -171,6 +174,17 @@ class ExecutorScaler:
         if mover is not None:
             self._ensure_thread()  # state moves on growth need no target change
 
+    @classmethod
+    def for_host(cls, host: QueryHost, grace: float = 30.0, interval: float = 0.5, moving: bool = True,
+                 paced: bool = True) -> ExecutorScaler:
+        """The scaler of a runtime's executors: drains paced on the host's stateful batches and,
+        when `moving`, moves their state partitions (Megaphone), woken by each stateful commit."""
+        mover = StateMover(host.spark, host.stateful_queries, host.metrics) if moving else None
+        scaler = cls(host.spark, grace=grace, interval=interval, stateful=host.stateful_batches, mover=mover, paced=paced)
+        if moving:
+            host.after_stateful_commit.append(scaler.wake)
+        return scaler
+
     # ------------------------------------------------------------------ reading
 
     def _url(self) -> str:
@@ -235,6 +249,11 @@ class ExecutorScaler:
         self._ensure_thread()
         self._wake.set()
         return accepted
+
+    def wake(self) -> None:
+        """Run a step now (a stateful batch has committed: its state moves go in before the next
+        batch's tasks are placed, not up to `interval` later, when that batch may already run)."""
+        self._wake.set()
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():

@@ -89,6 +89,9 @@ class QueryHost:
         """Seconds a query keeps an SLA-driven interval before it may change (a change restarts it)."""
         self.passes = 0
         """Lifecycle checks run (each restarts at most one query for its interval)."""
+        self.after_stateful_commit: list[Callable[[], None]] = []
+        """Called (from Spark's listener thread) once a stateful query's batch has committed: the
+        executor scaler wakes so a state move lands while the next batch is still planning."""
         self.measure_from = measure_from
         """Batches committed before this wall-clock time are left out of latency figures (warm-up)."""
         self.gate = Gate(spark, gate, fixed_pool or (lambda q: None), self.metrics, self.lock, clock)
@@ -524,6 +527,7 @@ class QueryHost:
             hosted.state_bytes = sum(int(op.memoryUsedBytes or 0) for op in operators)
             labels = query_labels(hosted.query.key)
             rate, state_rows, state_bytes = hosted.input_rate, hosted.state_rows, hosted.state_bytes
+            stateful = hosted.query.spec.stateful
             # the batch's slot frees now that its progress is known, not with the query's next ask:
             # a query batching every 60 s held its slot a minute after its batch had finished,
             # and every other batch waited in the gate (the critical path's "gate wait", 52-94%)
@@ -532,6 +536,9 @@ class QueryHost:
             done = [with_progress(hosted, c) for c in done]
         if done and self.scheduler is not None:
             self.scheduler.complete(hosted.query.key, done)
+        if stateful:
+            for wake in self.after_stateful_commit:
+                wake()
         if written is not None:
             self.metrics.batches.labels(*labels).inc()
             self.metrics.batch_seconds.labels(*labels).set(written.committed - written.began)

@@ -21,7 +21,7 @@ from typing import Any
 from sluice.api.common import query_labels
 
 from . import state_stores
-from .placement import Move, Partition, budget_bytes, next_moves, reload_rate, spread
+from .placement import Move, Partition, budget_bytes, next_moves, reload_rate, spread, took
 
 log = logging.getLogger("sluice.runtime.megaphone")
 
@@ -45,6 +45,7 @@ class Step:
     batch: int
     bytes: int
     before: tuple[float, ...]
+    moves: tuple[Move, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class StateMover:
             if self._seen.get(query.key) == query.batches:
                 continue
             parts = state_stores.partitions(self.spark, query.handle)
-            moves = next_moves(parts, list(hosts), leaving, self._budget(query))
+            moves = next_moves(parts, list(hosts), leaving, self._budget(query, parts))
             for move in moves:
                 state_stores.move(self.spark, query.handle, move.unit, move.target, hosts[move.target])
                 log.info("moved state partition %s of %s from executor %s to %s (%d bytes)",
@@ -87,7 +88,7 @@ class StateMover:
             if moves:
                 moved = sum(m.bytes for m in moves)
                 last = query.recent[-1][0] if query.recent else -1
-                self._step[query.key] = Step(last, moved, tuple(s for _, s in query.recent))
+                self._step[query.key] = Step(last, moved, tuple(s for _, s in query.recent), tuple(moves))
                 self._last_bytes[query.key] = moved
             with self._lock:
                 self._seen[query.key] = query.batches
@@ -106,11 +107,17 @@ class StateMover:
                     kept.pop(gone, None)
         return done
 
-    def _budget(self, query: StatefulQuery) -> int:
+    def _budget(self, query: StatefulQuery, parts: list[Partition]) -> int:
         """This step's byte budget: none while the last step's cost is not measured yet (the two
         batches after it: one may have been planned before the moves), then from the slack at
-        the measured rate (`placement.budget_bytes`)."""
+        the measured rate (`placement.budget_bytes`). A last step none of whose moves took (the
+        batch after it ran every unit where it was) is forgotten unmeasured: no reload to wait for."""
         step = self._step.get(query.key)
+        if step is not None and not took(step.moves, parts):
+            log.info("state moves of %s after batch %d did not take (the next batch was placed first); moving again",
+                     query.key, step.batch)
+            del self._step[query.key]
+            step = None
         if step is not None:
             after = [s for b, s in query.recent if b > step.batch][:2]
             if len(after) < 2:

@@ -78,6 +78,14 @@ def reload_rate(moved_bytes: int, before: list[float], after: list[float]) -> fl
     return moved_bytes / max(max(after) - statistics.median(before), MIN_EXTRA_SECONDS)
 
 
+def took(moves: tuple[Move, ...] | list[Move], partitions: list[Partition]) -> bool:
+    """Whether any of a step's moves shows in a later listing (its unit active on its target). A
+    step none of whose moves took ran no reload (the next batch's tasks had been placed before
+    it), so it has no cost to wait for."""
+    where = {p.unit: p.executor for p in partitions}
+    return any(where.get(m.unit) == m.target for m in moves)
+
+
 def spread(partitions: list[Partition]) -> dict[str, int]:
     """Units per executor (placement as status shows it)."""
     return dict(Counter(p.executor for p in partitions if p.executor is not None))

@@ -96,15 +96,14 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
     from . import state_stores
     from .executors import ExecutorScaler
     from .host import QueryHost
-    from .megaphone import StateMover
 
     shutil.rmtree(folder, ignore_errors=True)
     start, end = DIRECTIONS[direction]
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", STORES[store])
     host = QueryHost(spark, folder / "checkpoints", None)
-    mover = StateMover(spark, host.stateful_queries, host.metrics) if strategy == "partition-paced" else None
-    scaler = ExecutorScaler(spark, grace=120.0, interval=0.25, stateful=host.stateful_batches, mover=mover,
-                            paced=strategy != "all-at-once")
+    scaler = ExecutorScaler.for_host(host, grace=120.0, interval=0.25, moving=strategy == "partition-paced",
+                                     paced=strategy != "all-at-once")
+    mover = scaler.mover
     result = Run(direction, strategy, store)
     scaler.set_target(start)
     _wait(lambda: scaler.state().current == start, 120, f"{start} executors")

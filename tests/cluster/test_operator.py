@@ -23,7 +23,6 @@ from sluice.operator import settings
 from sluice.runtime.control import make_control_app
 from sluice.runtime.executors import ExecutorScaler
 from sluice.runtime.host import QueryHost
-from sluice.runtime.megaphone import StateMover
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.server import ServerThread
@@ -58,8 +57,7 @@ class World:
         import base64
 
         token = base64.b64decode(secret["data"]["token"]).decode()
-        scaler = ExecutorScaler(self.host.spark, stateful=self.host.stateful_batches,
-                                mover=StateMover(self.host.spark, self.host.stateful_queries, self.host.metrics))
+        scaler = ExecutorScaler.for_host(self.host)
         self.servers.append(ServerThread(make_control_app(self.host, token, executors=scaler), port=port).start())
 
 

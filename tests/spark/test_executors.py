@@ -16,7 +16,6 @@ import pytest
 from sluice.runtime.control import make_control_app
 from sluice.runtime.executors import ExecutorScaler
 from sluice.runtime.host import QueryHost
-from sluice.runtime.megaphone import StateMover
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.server import ServerThread
@@ -45,8 +44,7 @@ def api(cluster_spark: Any, tmp_path: Path) -> Iterator[tuple[str, QueryHost, Ex
 def moving(cluster_spark: Any, tmp_path: Path) -> Iterator[tuple[str, QueryHost, ExecutorScaler]]:
     """As `api`, with state partitions moved between batches (Megaphone)."""
     host = QueryHost(cluster_spark, tmp_path / "ck", LocalScheduler(Scheduler("cameo", capacity=2)))
-    scaler = ExecutorScaler(cluster_spark, grace=60.0, interval=0.25, stateful=host.stateful_batches,
-                            mover=StateMover(cluster_spark, host.stateful_queries, host.metrics))
+    scaler = ExecutorScaler.for_host(host, grace=60.0, interval=0.25)
     server = ServerThread(make_control_app(host, TOKEN, executors=scaler)).start()
     try:
         yield server.url, host, scaler

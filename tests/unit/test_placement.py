@@ -13,6 +13,7 @@ from sluice.runtime.placement import (
     next_moves,
     reload_rate,
     spread,
+    took,
 )
 
 MB = 2**20
@@ -84,6 +85,15 @@ def test_the_reload_rate_is_the_bytes_over_the_extra_time_after_the_step() -> No
     assert reload_rate(8 * MB, [1.0, 0.9, 1.2], [1.1, 3.0]) == 4 * MB
     assert reload_rate(8 * MB, [1.0, 1.0], [0.9, 1.0]) == 8 * MB / MIN_EXTRA_SECONDS  # no visible cost
     assert reload_rate(0, [1.0], [2.0]) is None and reload_rate(MB, [], [2.0]) is None and reload_rate(MB, [1.0], []) is None
+
+
+def test_a_step_took_once_any_moved_unit_is_listed_on_its_target() -> None:
+    parts = units({"1": 3, "2": 0})
+    moves = next_moves(parts, ["1", "2"], frozenset(), 2 * MB)
+    assert [m.target for m in moves] == ["2"]
+    assert not took(moves, parts)  # the next batch ran the unit where it was: no reload happened
+    assert took(moves, apply(parts, moves))
+    assert not took([], parts)
 
 
 def test_nothing_moves_when_balanced_or_nowhere_to_go() -> None:
