@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 SLACK_SHARE = 0.5
@@ -78,7 +79,7 @@ def reload_rate(moved_bytes: int, before: list[float], after: list[float]) -> fl
     return moved_bytes / max(max(after) - statistics.median(before), MIN_EXTRA_SECONDS)
 
 
-def took(moves: tuple[Move, ...] | list[Move], partitions: list[Partition]) -> bool:
+def took(moves: Iterable[Move], partitions: list[Partition]) -> bool:
     """Whether any of a step's moves shows in a later listing (its unit active on its target). A
     step none of whose moves took ran no reload (the next batch's tasks had been placed before
     it), so it has no cost to wait for."""
