@@ -104,8 +104,10 @@ def load_scenario(path: Path) -> tuple[Scenario, list[StreamingQuery]]:
 
 
 def _for_run(query: StreamingQuery, load: LoadSpec, bootstrap: str, topic: str, variant: str,
-             sink_topic: str | None = None) -> dict[str, Any]:
+             sink_topic: str | None = None, critical: bool = False) -> dict[str, Any]:
     manifest = query.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"status"})
+    if critical:  # the scenario's `critical` is the query's own `spec.sla.critical`
+        manifest["spec"]["sla"]["critical"] = True
     manifest["spec"]["source"]["bootstrapServers"] = bootstrap
     manifest["spec"]["source"]["topic"] = topic
     manifest["spec"]["source"]["startingOffsets"] = "earliest"
@@ -156,7 +158,7 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
     topics = [broker.create_topic(f"{scenario.name}-{i}-{tag}", partitions=2) for i in range(len(queries))]
     sinks = [broker.create_topic(f"{scenario.name}-{i}-{tag}-out", partitions=2) if isinstance(q.spec.sink, KafkaSink)
              else None for i, q in enumerate(queries)]
-    manifests = [_for_run(q, s.load, broker.bootstrap, t, policy, sink)
+    manifests = [_for_run(q, s.load, broker.bootstrap, t, policy, sink, s.critical)
                  for q, s, t, sink in zip(queries, scenario.queries, topics, sinks, strict=True)]
     seconds = scenario.duration.seconds + scenario.warmup.seconds
     groups = {"": manifests}

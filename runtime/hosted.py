@@ -40,6 +40,7 @@ def query_spec(query: StreamingQuery, weight: float = 1.0) -> QuerySpec:
     return QuerySpec(
         query.key, query.tenant, query.spec.sla.latencyTarget.seconds, weight,
         window.size.seconds if window else None, mark.delay.seconds if mark else 0.0,
+        critical=query.spec.sla.critical,
     )
 
 

@@ -37,6 +37,15 @@ JAR_ENV = "SLUICE_SINK_JAR"
 SWITCH_ENV = "SLUICE_JVM_SINK"
 """0 writes every query through foreachBatch (a measurement knob: `sluice bench overhead`)."""
 CACHE = Path.home() / ".cache" / "sluice" / "jars"
+LANE_PLUGIN = "dev.sluice.sink.UrgentLane"
+"""The Spark plugin of a gated pool's urgent lane: urgent tasks at a raised CPU priority, bulk
+tasks taking turns."""
+URGENT_POOLS_CONF = "spark.sluice.urgentPools"
+"""Its setting: the FAIR pools whose tasks run at nice -5 (`UrgentLane.URGENT_POOLS`)."""
+BULK_TASKS_CONF = "spark.sluice.bulkTasks"
+"""Its setting: how many tasks of the bulk pools run at once (`UrgentLane.BULK_TASKS`)."""
+BULK_POOLS_CONF = "spark.sluice.bulkPools"
+"""Its setting: the bulk pools (`UrgentLane.BULK_POOLS`): every band that is not urgent."""
 DELEGATES = ("noop", "kafka")
 """Sink types the JVM sink writes through (Spark's own v2 sinks); the others use foreachBatch."""
 
@@ -151,6 +160,11 @@ def gates(spark: Any) -> Any:
     gateway = spark.sparkContext._gateway
     ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
     return spark.sparkContext._jvm.dev.sluice.sink.Gates
+
+
+def lane_status(spark: Any) -> str:
+    """"on", or why urgent tasks run at the normal CPU priority in this JVM (`UrgentLane.status`)."""
+    return str(spark.sparkContext._jvm.dev.sluice.sink.UrgentLane.status())
 
 
 def batch_id_key(spark: Any) -> str:

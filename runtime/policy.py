@@ -7,6 +7,10 @@
   deadline (oldest event + SLA); each batch runs in the FAIR band its slack names.
 - `cameo`: as `edf`, ordered by Cameo's start deadline: the time the batch's output is due
   (t_MF + SLA) less its learned cost and what must still run after it.
+
+`edf` and `cameo` also run the urgent lane (`session.lane_conf`, `UrgentLane.java`): urgent
+tasks at a raised CPU priority and, on a local master, spare task slots with the bulk bands'
+tasks taking turns, one a core.
 """
 
 from __future__ import annotations

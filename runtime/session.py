@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.api.constants import BANDS
-from sluice.scheduler.bands import fairscheduler_xml
+from sluice.scheduler.bands import band_name, fairscheduler_xml, urgent_bands
 
 from . import jvm_sink
 
@@ -129,6 +129,39 @@ scenario, 20 s after start, kept more rows within SLA with it twice each way); R
 "Per-batch costs"."""
 
 
+LANE_OPTIONS = " ".join(["-XX:ThreadPriorityPolicy=1"] + [f"-XX:JavaPriority{p}_To_OSPriority=0" for p in range(1, 10)])
+"""The JVM flags that let a Java thread's priority set its Linux nice value, for priority 10 only
+(HotSpot maps it to nice -5: against a bulk thread at 0 an urgent one gets three quarters of a
+shared core). Every other priority stays at nice 0: by HotSpot's own table the JIT compilers
+and the garbage collector's threads (priority 9) would run at -4, above every task (measured
+here: cameo's critical filter lost rows to it), and a few of Spark's threads (priority 2) at 2.
+HotSpot refuses a mapping below -1, and lowering the bulk tasks instead lost them their CPU to
+every other process (README, "The urgent lane")."""
+LANE_ENV = "SLUICE_URGENT_LANE"
+"""0 turns a gated pool's urgent lane off (a measurement knob, like SLUICE_JVM_SINK)."""
+LANE_SLOTS_PER_CORE = 8
+"""Task slots a core with the urgent lane on a local master: bulk tasks beyond one a core wait
+in their slots (`UrgentLane`), so slots must outnumber every bulk stage in flight at once with
+room left for the urgent ones."""
+
+
+def urgent_lane() -> bool:
+    """A gated pool's urgent lane (`UrgentLane.java`): on unless SLUICE_URGENT_LANE=0, or without
+    Sluice's sink jar (its classes do the work)."""
+    return os.environ.get(LANE_ENV, "1") != "0" and jvm_sink.jar() is not None
+
+
+def lane_conf(bands: int, bulk_tasks: int) -> dict[str, str]:
+    """The urgent lane's settings: its plugin, the urgent bands, and (`bulk_tasks` > 0) how many
+    tasks outside them run at once."""
+    conf = {"spark.plugins": jvm_sink.LANE_PLUGIN,
+            jvm_sink.URGENT_POOLS_CONF: ",".join(band_name(i) for i in range(urgent_bands(bands)))}
+    if bulk_tasks > 0:
+        conf[jvm_sink.BULK_TASKS_CONF] = str(bulk_tasks)
+        conf[jvm_sink.BULK_POOLS_CONF] = ",".join(band_name(i) for i in range(urgent_bands(bands), bands))
+    return conf
+
+
 def driver_jit() -> str:
     """The driver's JIT choice: `SLUICE_DRIVER_JIT` when set, else HotSpot's tiered compilers."""
     chosen = os.environ.get(JIT_ENV, "").strip() or "tiered"
@@ -150,6 +183,10 @@ class SessionConfig:
     ui_port: int = 0
     """0: pick a free port (the status REST API lives on the UI port)."""
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="sluice-")))
+    urgent_lane: bool = False
+    """Tasks of the urgent bands run at a raised CPU priority (`lane_conf`; gated pools)."""
+    bulk_tasks: int = 0
+    """With the urgent lane: the most tasks outside the urgent bands that run at once (0: any)."""
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -191,6 +228,8 @@ def build_session(config: SessionConfig) -> Any:
     allocation = config.workdir / "fairscheduler.xml"
     allocation.write_text(fairscheduler_xml(config.bands))
     os.environ.setdefault("PYSPARK_PIN_THREAD", "true")
+    lane = lane_conf(config.bands, config.bulk_tasks) if config.urgent_lane else {}
+    jvm_options = LANE_OPTIONS if lane else ""
     builder = (
         SparkSession.builder.master(config.master)
         .appName(config.app_name)
@@ -199,8 +238,8 @@ def build_session(config: SessionConfig) -> Any:
         .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
         .config("spark.driver.memory", config.driver_memory)
         .config("spark.driver.extraJavaOptions",
-                f"-Xss16m -Dlog4j2.configurationFile=file:{LOG4J2} {JIT_OPTIONS[driver_jit()]}".strip())
-        .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J2}")
+                f"-Xss16m -Dlog4j2.configurationFile=file:{LOG4J2} {JIT_OPTIONS[driver_jit()]} {jvm_options}".strip())
+        .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J2} {jvm_options}".strip())
         .config("spark.ui.enabled", "true")
         .config("spark.ui.showConsoleProgress", "false")
         # the stage poller reads completed stages every few seconds: keep the list short (cheap to serve)
@@ -224,7 +263,7 @@ def build_session(config: SessionConfig) -> Any:
                    .config("spark.jars.ivy", str(ivy))
                    .config("spark.jars.ivySettings", str(ivy_settings(ivy))))
     executors = {} if config.master.startswith("local[") else DECOMMISSION
-    for key, value in (RAW_LOCAL_FILES | executors | jvm_sink.session_conf() | config.extra).items():
+    for key, value in (RAW_LOCAL_FILES | executors | jvm_sink.session_conf() | lane | config.extra).items():
         builder = builder.config(key, value)
     if SparkSession.getActiveSession() is None and not _jvm_running():
         with _filtered_jvm_stderr():

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from sluice.api.constants import BANDS
 
-from .bands import DEFAULT_BAND, band_for_slack, band_name
+from .bands import DEFAULT_BAND, band_for_slack, band_name, urgent_bands
 from .costs import CostModel
 from .policies import BatchRequest, Policy, QuerySpec, frontier, make_policy
 
@@ -409,18 +409,28 @@ class Scheduler:
             heapq.heappush(self._predicted[bisect_right(URGENCY_BOUNDS, state.parked[4])], state.parked)
             state.parked = None
 
+    def _band(self, spec: QuerySpec, slack: float, aged: bool) -> str:
+        """The FAIR band of a granted batch: from its slack, less slack more urgent; band0 for an
+        aged one. A late batch (slack below 0) of a query that is not critical runs in the first
+        band after the urgent ones: it can no longer meet its deadline by going first, and in an
+        urgent band it would take the cores from batches that still can (a windowed aggregation
+        catching up after its start, late for seconds, held a critical filter's batches at 3-5 s
+        on a 1 s SLA; README, "Late batches")."""
+        if not self.policy.uses_bands:
+            return DEFAULT_BAND
+        if aged:
+            return band_name(0)
+        if slack < 0 and not spec.critical and self.bands > 1:
+            return band_name(urgent_bands(self.bands))
+        return band_name(band_for_slack(slack, self.bands))
+
     def _grant(self, pending: _Pending, aged: bool, now: float) -> Grant:
         request = pending.request
         state = self.queries[request.query]
         state.pending = None
         self._unpark(state)
         slack = pending.deadline - now
-        if not self.policy.uses_bands:
-            band = DEFAULT_BAND
-        elif aged:
-            band = band_name(0)
-        else:
-            band = band_name(band_for_slack(slack, self.bands))
+        band = self._band(state.spec, slack, aged)
         if state.last_band and band != state.last_band:
             state.k = max(1, state.k - 1)  # priority moved: shrink the group additively
         state.last_band = band

@@ -33,6 +33,9 @@ class QuerySpec:
     reserved_slots: int = 0
     """Task slots the query holds for as long as it runs (a Real-time query: it submits no
     batches; its slots come out of the capacity the micro-batch queries share)."""
+    critical: bool = False
+    """Latency-critical (`spec.sla.critical`): its late batches keep the most urgent band, where
+    another query's late batch leaves the urgent bands (`Scheduler._band`)."""
 
 
 @dataclass(frozen=True, slots=True)

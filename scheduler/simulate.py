@@ -304,7 +304,8 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
         interval, reason = first_interval(query)
         states[query.key] = _State(query, index, interval, reason)
         results[query.key] = QueryResult(query.key, query.sla, query.goal, interval=interval, reason=reason)
-        scheduler.register(QuerySpec(query.key, query.tenant, query.sla, query.weight, query.window, query.delay))
+        scheduler.register(QuerySpec(query.key, query.tenant, query.sla, query.weight, query.window, query.delay,
+                                     critical=query.critical))
         push(0.0, _TRIGGER, query.key)
     if options.check_every > 0:
         push(options.check_every, _CHECK)

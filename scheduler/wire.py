@@ -27,12 +27,14 @@ class Register(Wire):
     watermarkDelayMs: float = Field(default=0.0, ge=0)
     reservedSlots: int = Field(default=0, ge=0, le=100_000)
     """Task slots a Real-time query holds while it runs (it submits no batches)."""
+    critical: bool = False
+    """`spec.sla.critical`: its late batches stay in the most urgent band."""
 
     def spec(self, key: str, tenant: str) -> QuerySpec:
         return QuerySpec(
             key, tenant, self.latencyTargetMs / 1000, self.weight,
             None if self.windowSizeMs is None else self.windowSizeMs / 1000, self.watermarkDelayMs / 1000,
-            self.reservedSlots,
+            self.reservedSlots, self.critical,
         )
 
     @classmethod
@@ -41,6 +43,7 @@ class Register(Wire):
             latencyTargetMs=spec.latency_target * 1000, weight=spec.weight,
             windowSizeMs=None if spec.window_size is None else spec.window_size * 1000,
             watermarkDelayMs=spec.watermark_delay * 1000, reservedSlots=spec.reserved_slots,
+            critical=spec.critical,
         )
 
 

@@ -75,7 +75,7 @@ def test_gated_batches_run_in_their_band_named_for_the_stage_poller(spark: Any, 
     core = Scheduler("cameo", capacity=2)
     host = host_factory(LocalScheduler(core))
     urgent = host.add(query("urgent", "pay", {"type": "rate", "rowsPerSecond": 50}, [{"filter": "value >= 0"}],
-                            sink={"type": "noop"}, sla="500ms"))
+                            sink={"type": "noop"}, sla="500ms", critical=True))
     bulk = host.add(query("bulk", "ana", {"type": "rate", "rowsPerSecond": 50}, [{"filter": "value >= 0"}],
                           sink={"type": "noop"}, sla="10m"))
     wait_for(lambda: urgent.batches >= 4 and bulk.batches >= 4, 90, "batches of both queries")
@@ -109,3 +109,96 @@ def test_a_query_that_gives_no_timestamp_column_last_fails_alone(spark: Any, tmp
               .option("checkpointLocation", str(tmp_path / "ck")).start())
     with pytest.raises(Exception, match="the rows' last column must be _sluice_ts"):
         handle.awaitTermination(60)
+
+
+LANE_SCRIPT = """
+import json, sys, threading, time
+from pathlib import Path
+from sluice.runtime import jvm_sink
+from sluice.runtime.host import QueryHost
+from sluice.runtime.session import SessionConfig, build_session
+from sluice.scheduler.core import Scheduler
+from sluice.scheduler.local import LocalScheduler
+from tests.spark.test_runtime import query
+
+work = Path(sys.argv[1])
+spark = build_session(SessionConfig(master="local[8]", urgent_lane=True, bulk_tasks=2, workdir=work,
+                                    extra={"spark.default.parallelism": "2"}))
+sc, jvm = spark.sparkContext, spark.sparkContext._jvm
+lane = jvm.dev.sluice.sink.UrgentLane
+out = {"status": jvm_sink.lane_status(spark), "tasks": {}}
+
+
+def run(pool, tasks, ms):
+    # per task: when it ended (epoch ms) and its thread's nice value, read inside the task
+    sc.setLocalProperty("spark.scheduler.pool", pool)
+    rows = spark.range(0, tasks, 1, tasks).selectExpr(
+        f"reflect('java.lang.Thread', 'sleep', cast({ms} as long)) AS slept",
+        "reflect('dev.sluice.sink.UrgentLane', 'niceOfTask', id) AS nice",
+        "reflect('java.lang.System', 'currentTimeMillis') AS ended").collect()
+    sc.setLocalProperty("spark.scheduler.pool", None)
+    return [(int(r.ended) / 1000, int(r.nice)) for r in rows]
+
+
+for pool in ("band7", "band6", "band5", "band0", "default", None):
+    out["tasks"][str(pool)] = sorted({nice for _, nice in run(pool, 4, 0)})
+bulk = []
+worker = threading.Thread(target=lambda: bulk.extend(run("band7", 6, 600)))
+worker.start()
+deadline = time.time() + 30
+while lane.bulkWaiting() < 1 and time.time() < deadline:
+    time.sleep(0.01)
+out["waiting"] = lane.bulkWaiting()
+urgent = run("band0", 2, 0)
+worker.join()
+out["bulk_ends"] = sorted(t for t, _ in bulk)
+out["urgent_ends"] = sorted(t for t, _ in urgent)
+host = QueryHost(spark, work / "checkpoints", LocalScheduler(Scheduler("cameo", capacity=4)))
+rate = {"type": "rate", "rowsPerSecond": 20}
+for name, sla in (("urgent", "1s"), ("bulk", "10m")):
+    host.add(query(name, "t", rate, [{"filter": "value >= 0"}], sink={"type": "noop"}, sla=sla,
+                   critical=name == "urgent"))
+deadline = time.time() + 90
+while time.time() < deadline and min(h.batches for h in host.queries.values()) < 4:
+    time.sleep(0.5)
+out["bands"] = {key: sorted(set(h.band_log.values())) for key, h in host.queries.items()}
+threads = jvm.java.lang.Thread.getAllStackTraces().keySet().toArray()
+out["stream_threads"] = {t.getName().split(" [")[0]: t.getPriority() for t in threads
+                         if t.getName().startswith("stream execution thread for")}
+host.stop_all()
+spark.stop()
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_the_urgent_lane_raises_urgent_tasks_and_bulk_tasks_take_turns(tmp_path: Path) -> None:
+    """Spark internals (`UrgentLane.java`): an executor plugin's `onTaskStart` runs on the task's
+    own thread with its `TaskContext` (and the job's local properties) set, before the task's
+    work. In a JVM of its own with the urgent lane (8 slots, bulk tasks 2 at a time):
+    - a task of an urgent band runs at nice -5 as the kernel reports it (`/proc/thread-self/stat`,
+      read inside the task), every other task at 0;
+    - six bulk tasks of 0.6 s end two by two (with eight slots and no turns they would end
+      together), and two urgent tasks sent while bulk ones wait for their turn end before the
+      bulk job's last pair;
+    - an urgent query's stream thread plans its next batch at Java priority 10, a bulk one's at 5.
+    An upgrade that changes the plugin's calls fails here. (Tests run as root here; without
+    CAP_SYS_NICE the lane says its priorities are off.)"""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", LANE_SCRIPT, str(tmp_path)], capture_output=True, text=True,
+                          timeout=240, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    out = json.loads(lines[-1].removeprefix("RESULT "))
+    assert out["status"] == "on"
+    assert out["tasks"] == {"band7": [0], "band6": [0], "band5": [-5], "band0": [-5], "default": [0], "None": [0]}
+    ends = out["bulk_ends"]
+    assert len(ends) == 6 and out["waiting"] >= 1
+    assert ends[2] - ends[1] >= 0.5 and ends[4] - ends[3] >= 0.5, ends  # two at a time, 0.6 s each
+    assert max(out["urgent_ends"]) < ends[4], (out["urgent_ends"], ends)
+    assert out["bands"]["t/urgent"] and max(out["bands"]["t/urgent"]) <= "band5"
+    assert out["bands"]["t/bulk"] and min(out["bands"]["t/bulk"]) >= "band6"
+    assert sorted(out["stream_threads"].values()) == [5, 10], out["stream_threads"]

@@ -32,12 +32,12 @@ SCHEMA = "id INT, user STRING, amount DOUBLE, produced_at TIMESTAMP"
 
 
 def query(name: str, namespace: str, source: dict[str, Any], pipeline: list[dict[str, Any]],
-          sink: dict[str, Any] | None = None, sla: str = "2s") -> StreamingQuery:
+          sink: dict[str, Any] | None = None, sla: str = "2s", critical: bool = False) -> StreamingQuery:
     return StreamingQuery.model_validate({
         "apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"pool": "test", "source": source, "pipeline": pipeline, "sink": sink or {"type": "memory"},
-                 "sla": {"latencyTarget": sla}, "trigger": {"interval": "200ms"}, "resources": {"shufflePartitions": 2}},
+                 "sla": {"latencyTarget": sla, "critical": critical}, "trigger": {"interval": "200ms"}, "resources": {"shufflePartitions": 2}},
     })
 
 
@@ -98,7 +98,8 @@ def test_builder_runs_every_step_kind(host_factory: Any, tmp_path: Path) -> None
 def test_batches_run_in_the_band_the_scheduler_chose(spark: Any, host_factory: Any, tmp_path: Path) -> None:
     urgent_in, bulk_in = tmp_path / "urgent", tmp_path / "bulk"
     host = host_factory(LocalScheduler(Scheduler("cameo", capacity=2)))
-    urgent = host.add(query("urgent", "pay", files_source(urgent_in), [{"filter": "amount > 0"}], sla="100ms"))
+    urgent = host.add(query("urgent", "pay", files_source(urgent_in), [{"filter": "amount > 0"}], sla="100ms",
+                            critical=True))
     bulk = host.add(query("bulk", "ana", files_source(bulk_in), [{"filter": "amount > 0"}], sla="10m"))
     for i in range(3):
         now = time.time()

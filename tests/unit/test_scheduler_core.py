@@ -49,7 +49,7 @@ def _two_tenants(policy: str) -> Scheduler:
     costs = CostModel(CostPrior(fixed=0.1, per_row=0.0, tail=0.0))
     s = Scheduler(policy, capacity=1, costs=costs)
     s.register(QuerySpec("bulk/agg", "bulk", 1.0, window_size=10.0, watermark_delay=0.0))
-    s.register(QuerySpec("pay/filter", "pay", 0.05))
+    s.register(QuerySpec("pay/filter", "pay", 0.05, critical=True))
     return s
 
 
@@ -66,7 +66,7 @@ def test_cameo_serves_the_tight_filter_before_a_window_that_cannot_close_yet() -
     first = s.dispatch(now + 0.002)
     assert _ids(first) == ["pay/filter"]
     assert first[0].deadline == pytest.approx(T0 + 0.45)
-    assert first[0].band == "band0"  # slack is negative: already late, most urgent band
+    assert first[0].band == "band0"  # slack is negative: already late, and critical: most urgent band
     s.complete(Completion("pay/filter", 1, seconds=0.1))
     second = s.dispatch(now + 0.2)
     assert _ids(second) == ["bulk/agg"]
@@ -301,11 +301,12 @@ def test_group_size_grows_multiplicatively_and_shrinks_additively() -> None:
     assert [cycle(0.05) for _ in range(5)] == [2, 4, 8, 8, 8]  # coordination 33% of the time
     assert [cycle(0.0) for _ in range(3)] == [7, 6, 5]  # coordination negligible: -1 each
     assert cycle(0.005) == 5  # between the bounds: unchanged
-    # a change of band (priority moved) shrinks the group by one at the next grant
+    # a change of band (priority moved: from band7 to band6, late and not critical) shrinks the
+    # group by one at the next grant
     batch += 1
     s.submit(BatchRequest("t/q", batch, oldest_event=T0 - 100), T0)
     (grant,) = s.dispatch(T0)
-    assert grant.band == "band0" and grant.k == 4
+    assert grant.band == "band6" and grant.k == 4
 
 
 def test_a_group_grant_holds_one_slot_until_its_last_batch() -> None:

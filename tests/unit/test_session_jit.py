@@ -1,4 +1,4 @@
-"""The driver JVM's JIT choice (`runtime.session.driver_jit`): HotSpot's default unless the environment says otherwise."""
+"""The driver JVM's options: its JIT choice (`driver_jit`) and a gated pool's urgent lane (`lane_conf`)."""
 
 from __future__ import annotations
 
@@ -25,3 +25,21 @@ def test_an_unknown_choice_is_one_sentence_naming_the_variable(monkeypatch: pyte
     monkeypatch.setenv(JIT_ENV, "c2")
     with pytest.raises(RuntimeError, match=r"^SLUICE_DRIVER_JIT='c2': use one of tiered, c1\.$"):
         driver_jit()
+
+
+def test_the_urgent_lane_names_the_urgent_and_the_bulk_bands_and_the_knob_turns_it_off(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`lane_conf`: the plugin, exactly the urgent bands (slack under 2 s) of the ladder, and the
+    others as the bulk bands that take turns."""
+    from sluice.runtime import jvm_sink
+    from sluice.runtime.session import LANE_ENV, lane_conf, urgent_lane
+
+    monkeypatch.delenv(LANE_ENV, raising=False)
+    if jvm_sink.jar() is None:
+        pytest.fail("Sluice's sink jar could not be built here (it needs a JDK's javac)")
+    assert urgent_lane()
+    assert lane_conf(8, 0) == {"spark.plugins": "dev.sluice.sink.UrgentLane",
+                               "spark.sluice.urgentPools": "band0,band1,band2,band3,band4,band5"}
+    assert lane_conf(8, 2) == lane_conf(8, 0) | {"spark.sluice.bulkTasks": "2", "spark.sluice.bulkPools": "band6,band7"}
+    monkeypatch.setenv(LANE_ENV, "0")
+    assert not urgent_lane()

@@ -51,6 +51,7 @@ final class GatedStreamingWrite implements StreamingWrite {
       } catch (RuntimeException failed) { // the scheduler's side is gone: run now, in Spark's default pool
         band = null;
       }
+      UrgentLane.onStreamThread(band);
     }
     poolBefore = sc.getLocalProperty(POOL);
     descriptionBefore = sc.getLocalProperty(DESCRIPTION);

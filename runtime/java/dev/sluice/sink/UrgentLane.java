@@ -1,0 +1,225 @@
+package dev.sluice.sink;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.Semaphore;
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.plugin.DriverPlugin;
+import org.apache.spark.api.plugin.ExecutorPlugin;
+import org.apache.spark.api.plugin.PluginContext;
+import org.apache.spark.api.plugin.SparkPlugin;
+
+/**
+ * The urgent lane: the scheduler's urgent bands reach the kernel and never wait for a task slot.
+ *
+ * <p>Spark never pre-empts a running task, and on a few cores an urgent batch's driver work and
+ * tasks share the CPUs with whatever bulk tasks hold them. Two things fix that here:
+ *
+ * <ul>
+ *   <li><b>CPU priority.</b> A thread running a task of an urgent band (a pool named in {@link
+ *       #URGENT_POOLS}), and the stream thread of a query whose last batch was granted one, runs
+ *       at a raised priority (nice -5); every other task at the normal one (nice 0). The kernel
+ *       then gives the CPU to the urgent threads first and the bulk tasks keep every cycle they
+ *       had against everything else on the machine. Java priorities change a Linux thread's nice
+ *       value only with {@code -XX:ThreadPriorityPolicy=1} (the session adds it), and raising one
+ *       needs root or CAP_SYS_NICE: the plugin checks both once, on a thread of its own, reading
+ *       the kernel's figure ({@code /proc/thread-self/stat}), and leaves every priority alone
+ *       (saying so once) if either is missing.
+ *   <li><b>Bulk tasks take turns</b> ({@link #BULK_TASKS}, 0: off). The application gets many
+ *       more task slots than cores, so an urgent task always finds one free, and a task of a
+ *       bulk band ({@link #BULK_POOLS}) waits at its start until fewer than that many run. (Tasks
+ *       of other pools, a Real-time query's or a failed-open batch's, neither wait nor count.) The bulk
+ *       bands together still run one task a core; a Spark pool has a minimum share and never a
+ *       maximum, and this is the maximum. A waiting task holds its slot and no CPU.
+ * </ul>
+ */
+public final class UrgentLane implements SparkPlugin {
+  public static final String URGENT_POOLS = "spark.sluice.urgentPools";
+  public static final String BULK_TASKS = "spark.sluice.bulkTasks";
+  public static final String BULK_POOLS = "spark.sluice.bulkPools";
+  static final int RAISED_NICE = -5;
+
+  private static volatile Set<String> urgent;
+  private static volatile Set<String> bulkPools = Collections.emptySet();
+  private static volatile Semaphore bulk;
+  private static volatile boolean raising;
+  private static volatile String why = "not started";
+  private static volatile boolean started;
+  private static final ThreadLocal<Boolean> WAITED = ThreadLocal.withInitial(() -> false);
+
+  @Override
+  public DriverPlugin driverPlugin() {
+    return null;
+  }
+
+  @Override
+  public ExecutorPlugin executorPlugin() {
+    return new ExecutorPlugin() {
+      @Override
+      public void init(PluginContext ctx, Map<String, String> extraConf) {
+        start(ctx.conf());
+      }
+
+      @Override
+      public void onTaskStart() {
+        TaskContext task = TaskContext.get();
+        taskStarts(task == null ? null : task.getLocalProperty(GatedStreamingWrite.POOL));
+      }
+
+      @Override
+      public void onTaskSucceeded() {
+        taskEnds();
+      }
+
+      @Override
+      public void onTaskFailed(org.apache.spark.TaskFailedReason reason) {
+        taskEnds();
+      }
+    };
+  }
+
+  /** Reads the lane's settings from `conf` and checks the kernel honours priorities both ways. */
+  static synchronized void start(SparkConf conf) {
+    if (started) {
+      return;
+    }
+    started = true;
+    Set<String> pools = names(conf.get(URGENT_POOLS, ""));
+    if (pools.isEmpty()) {
+      why = URGENT_POOLS + " is empty";
+      return;
+    }
+    urgent = Collections.unmodifiableSet(pools);
+    int cap = conf.getInt(BULK_TASKS, 0);
+    if (cap > 0) {
+      bulk = new Semaphore(cap, true);
+      bulkPools = names(conf.get(BULK_POOLS, ""));
+    }
+    String failed = check();
+    raising = failed == null;
+    why = failed == null ? "on" : failed;
+    if (failed != null) {
+      System.err.println("sluice: urgent tasks run at the normal CPU priority: " + failed);
+    }
+  }
+
+  private static Set<String> names(String listed) {
+    Set<String> found = new HashSet<>(Arrays.asList(listed.trim().split(",")));
+    found.remove("");
+    return Collections.unmodifiableSet(found);
+  }
+
+  private static void taskStarts(String pool) {
+    Set<String> pools = urgent;
+    if (pools == null) {
+      return;
+    }
+    boolean isUrgent = pool != null && pools.contains(pool);
+    Semaphore turns = bulk;
+    if (turns != null && pool != null && bulkPools.contains(pool)) {
+      try {
+        turns.acquire();
+        WAITED.set(true);
+      } catch (InterruptedException killed) { // the task was killed while it waited: let it end
+        Thread.currentThread().interrupt();
+      }
+    }
+    prioritize(isUrgent);
+  }
+
+  private static void taskEnds() {
+    if (WAITED.get()) {
+      WAITED.set(false);
+      bulk.release();
+    }
+    prioritize(false);
+  }
+
+  private static void prioritize(boolean isUrgent) {
+    if (!raising) {
+      return;
+    }
+    int wanted = isUrgent ? Thread.MAX_PRIORITY : Thread.NORM_PRIORITY;
+    Thread self = Thread.currentThread();
+    if (self.getPriority() != wanted) {
+      self.setPriority(wanted);
+    }
+  }
+
+  /** Null if a thread can go to nice -5 and back to 0; else why not. */
+  private static String check() {
+    String[] result = new String[1];
+    Thread probe = new Thread(() -> {
+      Thread self = Thread.currentThread();
+      self.setPriority(Thread.MAX_PRIORITY);
+      int raised = niceHere();
+      self.setPriority(Thread.NORM_PRIORITY);
+      int back = niceHere();
+      if (raised != RAISED_NICE) {
+        result[0] = "a thread at Java priority 10 runs at nice " + raised + ", not " + RAISED_NICE
+            + " (it needs -XX:ThreadPriorityPolicy=1, and root or CAP_SYS_NICE)";
+      } else if (back != 0) {
+        result[0] = "a thread at Java priority 5 runs at nice " + back + ", not 0";
+      }
+    }, "sluice-priority-check");
+    probe.start();
+    try {
+      probe.join();
+    } catch (InterruptedException interrupted) {
+      Thread.currentThread().interrupt();
+      return "interrupted";
+    }
+    return result[0];
+  }
+
+  /** The driver's stream thread after its batch's grant: it plans its next batch at that band's priority. */
+  static void onStreamThread(String pool) {
+    if (!started) {
+      SparkEnv env = SparkEnv.get();
+      if (env == null) {
+        return;
+      }
+      start(env.conf());
+    }
+    Set<String> pools = urgent;
+    if (pools != null) {
+      prioritize(pool != null && pools.contains(pool));
+    }
+  }
+
+  /** "on", or why urgent tasks run at the normal priority (for the runtime's log and the tests). */
+  public static String status() {
+    return why;
+  }
+
+  /** Bulk tasks waiting for their turn now, or -1 without a cap. */
+  public static int bulkWaiting() {
+    Semaphore turns = bulk;
+    return turns == null ? -1 : turns.getQueueLength();
+  }
+
+  /** The calling thread's nice value as the kernel has it (-100 if unreadable). */
+  public static int niceHere() {
+    try {
+      String stat = new String(Files.readAllBytes(Path.of("/proc/thread-self/stat")), StandardCharsets.US_ASCII);
+      // fields after the command (which may hold spaces) start after the last ')': state is field 3, nice 19
+      String[] fields = stat.substring(stat.lastIndexOf(')') + 2).trim().split(" ");
+      return Integer.parseInt(fields[16]);
+    } catch (Exception unreadable) {
+      return -100;
+    }
+  }
+
+  /** `niceHere` for SQL's `reflect` (its argument keeps the call per row, not folded). */
+  public static String niceOfTask(long ignored) {
+    return Integer.toString(niceHere());
+  }
+}
