@@ -21,7 +21,7 @@ from .executors import ExecutorScaler
 from .gate import Gatekeeper
 from .host import QueryHost
 from .policy import mode_of
-from .session import SessionConfig, build_session, urgent_lane
+from .session import SessionConfig, build_session, lane_for
 
 
 def _token(args: argparse.Namespace) -> str:
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     workdir = Path(args.workdir)
     mode = mode_of(args.policy)  # fifo and fair: Spark alone, as in `sluice run`
     spark = build_session(SessionConfig(master=args.master, workdir=workdir, scheduling=mode.scheduling,
-                                       urgent_lane=mode.gated and urgent_lane(), kafka=args.kafka, extra=extra))
+                                       urgent_lane=lane_for(mode.gated, False, 1).on, kafka=args.kafka, extra=extra))
     gate: Gatekeeper | None = None
     if mode.gated:
         gate = (LocalScheduler(Scheduler(args.policy, capacity=args.capacity)) if args.scheduler == "inprocess"

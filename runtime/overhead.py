@@ -19,6 +19,7 @@ left out. The figure to quote is the median over rounds of each round's median r
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -79,12 +80,14 @@ def run_child(mode: str, manifest_path: Path, seconds: float, warmup: float, rep
 
     from .host import QueryHost
     from .pipeline import build, spark_name
-    from .session import SessionConfig, build_session
+    from .session import SessionConfig, build_session, lane_for
 
     query = load_query(yaml.safe_load(manifest_path.read_text()))
     workdir = Path(tempfile.mkdtemp(prefix=f"sluice-overhead-{mode}-"))
+    lane = lane_for(mode == "cameo", True, os.cpu_count() or 2)  # as `sluice run` gives cameo
     spark = build_session(SessionConfig(
-        master="local[*]", scheduling="FAIR" if mode == "cameo" else "FIFO", kafka=True, workdir=workdir,
+        master=f"local[{lane.slots}]", scheduling="FAIR" if mode == "cameo" else "FIFO", kafka=True, workdir=workdir,
+        urgent_lane=lane.on, bulk_tasks=lane.bulk_tasks,
         extra={"spark.sql.streaming.numRecentProgressUpdates": "10000"}))
     host = None
     started = time.time()

@@ -28,7 +28,7 @@ from sluice.scheduler.local import LocalScheduler
 from . import realtime
 from .host import QueryHost
 from .policy import mode_of
-from .session import LANE_SLOTS_PER_CORE, SessionConfig, build_session, urgent_lane
+from .session import SessionConfig, build_session, lane_for
 
 
 @dataclass
@@ -63,22 +63,17 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="sluice-run-"))
     master = options.master
     reserved = realtime.reserved_total(queries)
-    cores = os.cpu_count() or 2
-    lane = mode.gated and urgent_lane()
-    bulk_tasks = 0
+    # urgent tasks find a free slot at once; bulk ones run one a core, taking turns
+    lane = lane_for(mode.gated, master == "local[*]", os.cpu_count() or 2)
     if master == "local[*]":  # Real-time queries hold their slots: give micro-batches the cores besides them
-        if lane:  # urgent tasks find a free slot at once; bulk ones run one a core, taking turns
-            bulk_tasks = cores
-        master = realtime.local_master(cores * (LANE_SLOTS_PER_CORE if bulk_tasks else 1), reserved)
+        master = realtime.local_master(lane.slots, reserved)
     config = SessionConfig(
         master=master,
         scheduling=mode.scheduling,
-        urgent_lane=lane,
-        bulk_tasks=bulk_tasks,
+        urgent_lane=lane.on,
+        bulk_tasks=lane.bulk_tasks,
         kafka=_needs_kafka(queries),
         workdir=workdir,
-        # sources and RDDs split by the cores, not by the slots
-        extra={"spark.default.parallelism": str(cores)} if bulk_tasks else {},
     )
     spark = build_session(config)
     gate = None

@@ -151,14 +151,34 @@ def urgent_lane() -> bool:
     return os.environ.get(LANE_ENV, "1") != "0" and jvm_sink.jar() is not None
 
 
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """A pool's urgent lane as its session starts it (`lane_for`)."""
+
+    on: bool
+    bulk_tasks: int
+    """The most bulk-band tasks that run at once (0: no turns)."""
+    slots: int
+    """Task slots of a local master for micro-batches."""
+
+
+def lane_for(gated: bool, local: bool, cores: int) -> Lane:
+    """The lane of a pool on `cores` cores: on for a gated pool (`urgent_lane`); on a local master
+    with LANE_SLOTS_PER_CORE slots a core and the bulk bands one task a core."""
+    on = gated and urgent_lane()
+    bulk = max(cores, 1) if on and local else 0
+    return Lane(on, bulk, max(cores, 1) * (LANE_SLOTS_PER_CORE if bulk else 1))
+
+
 def lane_conf(bands: int, bulk_tasks: int) -> dict[str, str]:
     """The urgent lane's settings: its plugin, the urgent bands, and (`bulk_tasks` > 0) how many
-    tasks outside them run at once."""
+    tasks outside them run at once (sources and RDDs then split by that, not by the slots)."""
     conf = {"spark.plugins": jvm_sink.LANE_PLUGIN,
             jvm_sink.URGENT_POOLS_CONF: ",".join(band_name(i) for i in range(urgent_bands(bands)))}
     if bulk_tasks > 0:
         conf[jvm_sink.BULK_TASKS_CONF] = str(bulk_tasks)
         conf[jvm_sink.BULK_POOLS_CONF] = ",".join(band_name(i) for i in range(urgent_bands(bands), bands))
+        conf["spark.default.parallelism"] = str(bulk_tasks)
     return conf
 
 

@@ -122,8 +122,7 @@ from sluice.scheduler.local import LocalScheduler
 from tests.spark.test_runtime import query
 
 work = Path(sys.argv[1])
-spark = build_session(SessionConfig(master="local[8]", urgent_lane=True, bulk_tasks=2, workdir=work,
-                                    extra={"spark.default.parallelism": "2"}))
+spark = build_session(SessionConfig(master="local[8]", urgent_lane=True, bulk_tasks=2, workdir=work))
 sc, jvm = spark.sparkContext, spark.sparkContext._jvm
 lane = jvm.dev.sluice.sink.UrgentLane
 out = {"status": jvm_sink.lane_status(spark), "tasks": {}}

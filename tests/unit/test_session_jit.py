@@ -32,7 +32,7 @@ def test_the_urgent_lane_names_the_urgent_and_the_bulk_bands_and_the_knob_turns_
     """`lane_conf`: the plugin, exactly the urgent bands (slack under 2 s) of the ladder, and the
     others as the bulk bands that take turns."""
     from sluice.runtime import jvm_sink
-    from sluice.runtime.session import LANE_ENV, lane_conf, urgent_lane
+    from sluice.runtime.session import LANE_ENV, Lane, lane_conf, lane_for, urgent_lane
 
     monkeypatch.delenv(LANE_ENV, raising=False)
     if jvm_sink.jar() is None:
@@ -40,6 +40,12 @@ def test_the_urgent_lane_names_the_urgent_and_the_bulk_bands_and_the_knob_turns_
     assert urgent_lane()
     assert lane_conf(8, 0) == {"spark.plugins": "dev.sluice.sink.UrgentLane",
                                "spark.sluice.urgentPools": "band0,band1,band2,band3,band4,band5"}
-    assert lane_conf(8, 2) == lane_conf(8, 0) | {"spark.sluice.bulkTasks": "2", "spark.sluice.bulkPools": "band6,band7"}
+    assert lane_conf(8, 2) == lane_conf(8, 0) | {"spark.sluice.bulkTasks": "2", "spark.sluice.bulkPools": "band6,band7",
+                                                 "spark.default.parallelism": "2"}
+    # gated on a local master: 8 slots a core, bulk tasks one a core; on executors priorities only
+    assert lane_for(True, True, 2) == Lane(True, 2, 16)
+    assert lane_for(True, False, 2) == Lane(True, 0, 2)
+    assert lane_for(False, True, 2) == Lane(False, 0, 2)  # fifo and fair: Spark alone
     monkeypatch.setenv(LANE_ENV, "0")
     assert not urgent_lane()
+    assert lane_for(True, True, 2) == Lane(False, 0, 2)
