@@ -411,16 +411,17 @@ class Scheduler:
 
     def _band(self, spec: QuerySpec, slack: float, aged: bool) -> str:
         """The FAIR band of a granted batch: from its slack, less slack more urgent; band0 for an
-        aged one. A late batch (slack below 0) of a query that is not critical runs in the first
-        band after the urgent ones: it can no longer meet its deadline by going first, and in an
-        urgent band it would take the cores from batches that still can (a windowed aggregation
-        catching up after its start, late for seconds, held a critical filter's batches at 3-5 s
-        on a 1 s SLA; README, "Late batches")."""
+        aged one. A batch of a query that is not critical, late by more than its whole SLA, runs
+        in the first band after the urgent ones: going first cannot bring it back within its SLA,
+        and in an urgent band it would take the cores from batches that still can (a windowed
+        aggregation's catch-up batch after its cold start, priced at 96 s, sat in band0 beside a
+        critical filter; README, "Late batches"). One late by less keeps band0: a tight query
+        that fell behind (a 5 s funnel) catches up there, where in a bulk band it fell further."""
         if not self.policy.uses_bands:
             return DEFAULT_BAND
         if aged:
             return band_name(0)
-        if slack < 0 and not spec.critical and self.bands > 1:
+        if slack < -spec.latency_target and not spec.critical and self.bands > 1:
             return band_name(urgent_bands(self.bands))
         return band_name(band_for_slack(slack, self.bands))
 

@@ -35,7 +35,7 @@ class QuerySpec:
     batches; its slots come out of the capacity the micro-batch queries share)."""
     critical: bool = False
     """Latency-critical (`spec.sla.critical`): its late batches keep the most urgent band, where
-    another query's late batch leaves the urgent bands (`Scheduler._band`)."""
+    another query's batch late by more than its SLA leaves the urgent bands (`Scheduler._band`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ class Register(Wire):
     reservedSlots: int = Field(default=0, ge=0, le=100_000)
     """Task slots a Real-time query holds while it runs (it submits no batches)."""
     critical: bool = False
-    """`spec.sla.critical`: its late batches stay in the most urgent band."""
+    """`spec.sla.critical`: its late batches stay in the most urgent band (`Scheduler._band`)."""
 
     def spec(self, key: str, tenant: str) -> QuerySpec:
         return QuerySpec(

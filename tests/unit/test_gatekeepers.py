@@ -172,9 +172,10 @@ def test_waiting_batches_do_not_wake_each_other_for_nothing(gated: Gated) -> Non
     assert sorted(g.query for g in grants) == ["a/one", "b/two"]
 
 
-def test_a_late_batch_leaves_the_urgent_bands_unless_its_query_is_critical(gated: Gated) -> None:
-    """Both batches are already 10 s late: the critical query's runs in band0, the other's in the
-    first band after the urgent ones (it cannot meet its deadline by going first)."""
+def test_a_batch_late_by_more_than_its_sla_leaves_the_urgent_bands_unless_critical(gated: Gated) -> None:
+    """Both batches are 9 s late on a 1 s SLA: the critical query's runs in band0, the other's in
+    the first band after the urgent ones (going first cannot bring it back within its SLA). Late
+    by less than its SLA, the other query's batch keeps band0."""
     gate = gated.gate
     gate.register(QuerySpec("pay/alerts", "pay", 1.0, critical=True))
     gate.register(QuerySpec("ana/report", "ana", 1.0))
@@ -184,7 +185,10 @@ def test_a_late_batch_leaves_the_urgent_bands_unless_its_query_is_critical(gated
     other = gate.dispatch(BatchRequest("ana/report", 1, rows=10, oldest_event=late))
     assert critical.slack < 0 and other.slack < 0
     assert (critical.band, other.band) == ("band0", "band6")
-    # on time, the same query's batch is ordered by its slack as before: urgent under 2 s
     gate.complete("ana/report", [Completion("ana/report", 1, seconds=0.01)])
-    fresh = gate.dispatch(BatchRequest("ana/report", 2, rows=10, oldest_event=time.time()))
+    behind = gate.dispatch(BatchRequest("ana/report", 2, rows=10, oldest_event=time.time() - 1.5))
+    assert -1 < behind.slack < 0 and behind.band == "band0"
+    # on time, the same query's batch is ordered by its slack as before: urgent under 2 s
+    gate.complete("ana/report", [Completion("ana/report", 2, seconds=0.01)])
+    fresh = gate.dispatch(BatchRequest("ana/report", 3, rows=10, oldest_event=time.time()))
     assert 0 <= fresh.slack < 2 and fresh.band < "band6"
