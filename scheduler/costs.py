@@ -7,7 +7,11 @@ grows with its rows. The model learns both online:
   capped at the prior's `floor`: when every batch has the same size the split between fixed and
   per-row cost cannot be observed, and the cap leans to the conservative side (more per row);
 - `per_row`: an EWMA of (cost - fixed) / rows, with each cost clipped to 4x the prediction so one
-  outlier (a fetch-failure retry) cannot swing it;
+  outlier (a fetch-failure retry) cannot swing it. Over a query's first `warmup` batches it is
+  the cheapest of them instead: those run on a cold JVM (class loading, code generation, the
+  first state stores), and seeding the EWMA with one priced a windowed aggregation's next batches
+  10x high for a minute (two-tenants, 2026-11-26: 266 s predicted, 8 s taken), which put them in
+  the wrong bands; once warm, the cold batches stay in the line clipped to 4x the prediction;
 - once recent batches differ in size (3x or more), a least-squares line through them replaces
   both, so a burst's first large batch is estimated pessimistically and later ones truly;
 - a safety margin: a high quantile of recent relative residuals, so the estimate is conservative.
@@ -105,8 +109,15 @@ class QueryCost:
             self.fixed += self.alpha * (floor - self.fixed)
         if rows > 0:
             sample = max(clipped - self.fixed, 0.0) / rows
-            self.per_row = sample if self.row_samples == 0 else self.per_row + self.alpha * (sample - self.per_row)
+            if self.row_samples == 0:
+                self.per_row = sample
+            elif self.row_samples < self.warmup:  # cold batches: the cheapest per row yet
+                self.per_row = min(self.per_row, sample)
+            else:
+                self.per_row += self.alpha * (sample - self.per_row)
             self.row_samples += 1
+            if self.row_samples == self.warmup:  # warm now: the cold batches leave the line clipped
+                self.recent = deque(((r, min(c, 4 * self._learned(r))) for r, c in self.recent), maxlen=self.recent.maxlen)
             self._fit()
         if tail is not None:
             self.tail += self.alpha * (max(tail, 0.0) - self.tail)

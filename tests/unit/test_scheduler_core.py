@@ -209,6 +209,23 @@ def test_cost_model_learns_the_true_line_once_sizes_vary() -> None:
     assert 2.5 < learned < 5.0  # the fitted line (plus margin), not 10x the usual cost
 
 
+def test_cost_model_is_not_poisoned_by_a_cold_first_batch() -> None:
+    """Measured on two-tenants (2026-11-26): a windowed aggregation's first batch, on a cold JVM,
+    took 8.6 s for 8,682 rows (1 ms a row), its next 18.1 s for 229,499 (78 us a row), its third
+    8.2 s for 280,102. Seeding the per-row EWMA with the cold batch priced the third at 266 s.
+    Over the first batches the cheapest per row counts: (0.1 + 280,102 x 78.3 us) x 1.25 = 27.5 s;
+    once warm, the fourth (130,691 rows, 3.9 s taken) at (0.1 + 130,691 x 29 us) x 1.25 = 4.9 s."""
+    costs = CostModel()
+    costs.observe("agg", rows=8_682, seconds=8.649)
+    costs.observe("agg", rows=229_499, seconds=18.068)
+    assert costs.estimate("agg", 280_102) == pytest.approx((0.1 + 280_102 * 17.968 / 229_499) * 1.25, rel=1e-6)
+    costs.observe("agg", rows=280_102, seconds=8.206)
+    per_row = 8.106 / 280_102
+    assert costs.estimate("agg", 130_691) == pytest.approx((0.1 + 130_691 * per_row) * 1.25, rel=1e-6)
+    # the cold batch stays in the line, clipped to 4x the warm model's price for its rows
+    assert max(c for r, c in costs._get("agg").recent if r == 8_682) == pytest.approx(4 * (0.1 + 8_682 * per_row))
+
+
 def test_cost_model_is_robust_to_one_outlier_and_conservative_when_new() -> None:
     costs = CostModel(CostPrior(fixed=0.5, per_row=20e-6))
     assert costs.estimate("new", 100) == pytest.approx(0.5 + 100 * 20e-6)

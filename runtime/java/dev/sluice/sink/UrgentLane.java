@@ -5,10 +5,12 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.Collections;
+import java.util.Comparator;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Map;
+import java.util.PriorityQueue;
 import java.util.Set;
-import java.util.concurrent.Semaphore;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
@@ -38,7 +40,11 @@ import org.apache.spark.api.plugin.SparkPlugin;
  *       bulk band ({@link #BULK_POOLS}) waits at its start until fewer than that many run. (Tasks
  *       of other pools, a Real-time query's or a failed-open batch's, neither wait nor count.) The bulk
  *       bands together still run one task a core; a Spark pool has a minimum share and never a
- *       maximum, and this is the maximum. A waiting task holds its slot and no CPU.
+ *       maximum, and this is the maximum. A waiting task holds its slot and no CPU. A freed turn
+ *       goes to the waiting task of the most urgent bulk band (the order of {@link #BULK_POOLS}),
+ *       then to the one that waited longest: in arrival order a 5 s query's 8 small tasks waited
+ *       behind an aggregation's long ones and took 2-6 s a batch where they took 0.2-0.4 s
+ *       ahead of them (multi-tenant, 2026-11-26).
  * </ul>
  */
 public final class UrgentLane implements SparkPlugin {
@@ -48,8 +54,8 @@ public final class UrgentLane implements SparkPlugin {
   static final int RAISED_NICE = -5;
 
   private static volatile Set<String> urgent;
-  private static volatile Set<String> bulkPools = Collections.emptySet();
-  private static volatile Semaphore bulk;
+  private static volatile Map<String, Integer> bulkRanks = Collections.emptyMap();
+  private static volatile Turns bulk;
   private static volatile boolean raising;
   private static volatile String why = "not started";
   private static volatile boolean started;
@@ -100,8 +106,8 @@ public final class UrgentLane implements SparkPlugin {
     urgent = Collections.unmodifiableSet(pools);
     int cap = conf.getInt(BULK_TASKS, 0);
     if (cap > 0) {
-      bulk = new Semaphore(cap, true);
-      bulkPools = names(conf.get(BULK_POOLS, ""));
+      bulk = new Turns(cap);
+      bulkRanks = ranks(conf.get(BULK_POOLS, ""));
     }
     String failed = check();
     raising = failed == null;
@@ -117,16 +123,27 @@ public final class UrgentLane implements SparkPlugin {
     return Collections.unmodifiableSet(found);
   }
 
+  private static Map<String, Integer> ranks(String listed) {
+    Map<String, Integer> found = new HashMap<>();
+    for (String name : listed.trim().split(",")) {
+      if (!name.isEmpty()) {
+        found.putIfAbsent(name, found.size());
+      }
+    }
+    return Collections.unmodifiableMap(found);
+  }
+
   private static void taskStarts(String pool) {
     Set<String> pools = urgent;
     if (pools == null) {
       return;
     }
     boolean isUrgent = pool != null && pools.contains(pool);
-    Semaphore turns = bulk;
-    if (turns != null && pool != null && bulkPools.contains(pool)) {
+    Turns turns = bulk;
+    Integer rank = pool == null ? null : bulkRanks.get(pool);
+    if (turns != null && rank != null) {
       try {
-        turns.acquire();
+        turns.acquire(rank);
         WAITED.set(true);
       } catch (InterruptedException killed) { // the task was killed while it waited: let it end
         Thread.currentThread().interrupt();
@@ -202,8 +219,57 @@ public final class UrgentLane implements SparkPlugin {
 
   /** Bulk tasks waiting for their turn now, or -1 without a cap. */
   public static int bulkWaiting() {
-    Semaphore turns = bulk;
-    return turns == null ? -1 : turns.getQueueLength();
+    Turns turns = bulk;
+    return turns == null ? -1 : turns.waiting();
+  }
+
+  /**
+   * At most {@code permits} holders at once; a freed turn goes to the waiter of the lowest rank,
+   * then to the one that came first. (A {@link java.util.concurrent.Semaphore} serves arrival
+   * order alone.) A task thread killed while it waits leaves the queue.
+   */
+  static final class Turns {
+    private final int permits;
+    private int running;
+    private long arrivals;
+    private final PriorityQueue<long[]> waiters =
+        new PriorityQueue<>(Comparator.<long[]>comparingLong(w -> w[0]).thenComparingLong(w -> w[1]));
+
+    Turns(int permits) {
+      this.permits = permits;
+    }
+
+    synchronized void acquire(int rank) throws InterruptedException {
+      if (running < permits && waiters.isEmpty()) {
+        running++;
+        return;
+      }
+      long[] self = {rank, arrivals++};
+      waiters.add(self);
+      try {
+        while (running >= permits || waiters.peek() != self) {
+          wait();
+        }
+      } catch (InterruptedException killed) {
+        waiters.remove(self);
+        notifyAll();
+        throw killed;
+      }
+      waiters.poll();
+      running++;
+      if (running < permits && !waiters.isEmpty()) {
+        notifyAll();
+      }
+    }
+
+    synchronized void release() {
+      running--;
+      notifyAll();
+    }
+
+    synchronized int waiting() {
+      return waiters.size();
+    }
   }
 
   /** The calling thread's nice value as the kernel has it (-100 if unreadable). */
