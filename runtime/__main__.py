@@ -72,8 +72,11 @@ def main(argv: list[str] | None = None) -> None:
         extra[key] = value
     workdir = Path(args.workdir)
     mode = mode_of(args.policy)  # fifo and fair: Spark alone, as in `sluice run`
-    spark = build_session(SessionConfig(master=args.master, workdir=workdir, scheduling=mode.scheduling,
-                                       urgent_lane=lane_for(mode.gated, False, 1).on, kafka=args.kafka, extra=extra))
+    # as in `sluice run`: on local[*] urgent tasks find a free slot at once and bulk ones take turns
+    lane = lane_for(mode.gated, args.master == "local[*]", os.cpu_count() or 2)
+    master = f"local[{lane.slots}]" if args.master == "local[*]" else args.master
+    spark = build_session(SessionConfig(master=master, workdir=workdir, scheduling=mode.scheduling,
+                                       urgent_lane=lane.on, bulk_tasks=lane.bulk_tasks, kafka=args.kafka, extra=extra))
     gate: Gatekeeper | None = None
     if mode.gated:
         gate = (LocalScheduler(Scheduler(args.policy, capacity=args.capacity)) if args.scheduler == "inprocess"
@@ -83,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     sidecar = f"{args.scheduler.rstrip('/')}/metrics" if args.scheduler.startswith("http") else None
     server = ServerThread(make_control_app(host, token, executors=scaler, scheduler_metrics=sidecar),
                           host=args.host, port=args.port).start()
-    print(f"sluice runtime ({args.master}) control API on {server.url}", flush=True)
+    print(f"sluice runtime ({master}) control API on {server.url}", flush=True)
     open_server = None
     if args.metrics_port is not None:
         open_server = ServerThread(make_metrics_app(host, scheduler_metrics=sidecar), host=args.host, port=args.metrics_port).start()

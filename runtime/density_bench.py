@@ -1,7 +1,8 @@
 """`sluice bench density`: how many tenants' queries one pool holds with every SLA kept, and what a
 query costs there against one Spark application per query (the spark-operator model).
 
-Shared: one pool runtime (`python -m sluice.runtime`, local Spark, cameo, its control API) receives
+Shared: one pool runtime (`python -m sluice.runtime --master local[*]`: local Spark with the
+urgent lane's spare slots and bulk turns, cameo, its control API) receives
 queries through the control API in steps (N = 1, 10, 50, ...); the queries of earlier steps keep
 running, as a pool fills up. Each query reads its own Kafka topic at a low rate. After each step's
 warm-up, two readings of the queries' statuses, a window apart (at least `--window`, and at least
@@ -13,7 +14,7 @@ after the first one at which an SLA breaks (critical < 99% or bulk < 95% of rows
 Per application: for N = 1, 5, 10, N runtimes each host one query (fifo: a lone query needs no
 scheduler) and their process groups' RSS and CPU are divided by N.
 
-The mix, by query index i: every tenth query is a critical filter (SLA 2 s); the others are bulk,
+The mix, by query index i: every tenth query is a critical filter (SLA 2 s, `sla.critical`); the others are bulk,
 half of them windowed aggregations (SLA 1-5 min), half filters (SLA 30 s); rates 10-50 events/s.
 No query sets `spec.trigger`: the runtime chooses each interval from its SLA.
 """
@@ -70,7 +71,7 @@ def manifest(i: int, bootstrap: str, topic: str) -> dict[str, Any]:
     }
     if is_critical(i):
         spec["pipeline"] = [{"filter": "amount > 900"}, {"select": ["key", "seq", "amount"]}]
-        spec["sla"] = {"latencyTarget": "2s"}
+        spec["sla"] = {"latencyTarget": "2s", "critical": True}
     elif i % 2 == 0:
         spec["pipeline"] = [{"watermark": {"column": "produced_at", "delay": "5s"}},
                             {"window": {"column": "produced_at", "size": "30s"}},
@@ -231,7 +232,7 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
     from sluice.scheduler.bench import core_decision_seconds
     from sluice.testing.runtime_process import RuntimeProcess
 
-    runtime = RuntimeProcess(out / "shared", conf=options.conf, capacity=options.capacity)
+    runtime = RuntimeProcess(out / "shared", master="local[*]", conf=options.conf, capacity=options.capacity)
     (out / "shared").mkdir(parents=True, exist_ok=True)
     runtime.start()
     load = Load(broker.bootstrap)

@@ -46,7 +46,7 @@ from .latency import GRID, BatchLatency, LatencyWindow, Summary, batch_latency
 from .listener import listen
 from .megaphone import StatefulQuery
 from .metrics import LatencyCollector, LatencySnapshot, Metrics
-from .pipeline import OBSERVED, build, direct_frame, direct_sink, spark_name
+from .pipeline import OBSERVED, WARM_UP_ENV, build, direct_frame, direct_sink, spark_name, warm_up
 from .spark_pools import ensure_pool
 from .stages import StageCost, StagePoller, job_description
 
@@ -70,8 +70,14 @@ class QueryHost:
         retry_every: float = 5.0,
         interval_dwell: float = 30.0,
         files_root: str | None = None,
+        warm_up: bool | None = None,
     ) -> None:
         self.spark = spark
+        self.warm_up = warm_up if warm_up is not None else os.environ.get(WARM_UP_ENV, "1") != "0"
+        """Run a stateful query's steps once on synthetic rows before its stream first starts
+        (`pipeline.warm_up`): its first micro-batches then skip the JVM's cold start. Default: on
+        unless `SLUICE_WARM_UP=0`."""
+        self._warmed: set[str] = set()
         self.files_root = files_root
         """Each namespace's `files` paths are confined to `<files_root>/<namespace>` (None: anywhere)."""
         self.checkpoints = checkpoints
@@ -231,6 +237,14 @@ class QueryHost:
             if fixed is not None:  # before its first batch names it (else Spark makes it at weight 1)
                 ensure_pool(self.spark, fixed.name, fixed.weight, fair_inside=True)
             self.spark.conf.set("spark.sql.shuffle.partitions", str(query.spec.resources.shufflePartitions))
+            if self.warm_up and query.spec.stateful and query.key not in self._warmed:
+                self._warmed.add(query.key)
+                started = time.monotonic()
+                try:
+                    warm_up(self.spark, query)
+                    log.info("query %s warmed up in %.1f s", query.key, time.monotonic() - started)
+                except Exception as error:  # best effort: the stream's own start reports real errors
+                    log.info("query %s: warm-up skipped (%s)", query.key, one_line(error))
             if self.direct and direct_sink(query):  # Spark writes it; the JVM sink asks the gate
                 plan = build(self.spark, query, measured=False, keep_ts=True)
                 frame, options = direct_frame(plan.frame, query)

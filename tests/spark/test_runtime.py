@@ -95,6 +95,39 @@ def test_builder_runs_every_step_kind(host_factory: Any, tmp_path: Path) -> None
     assert by_user["u0"]["median"] in (8.0, 10.0)
 
 
+def test_a_stateful_query_runs_its_steps_on_synthetic_rows_before_its_stream_starts(
+        spark: Any, host_factory: Any, tmp_path: Path) -> None:
+    """`pipeline.warm_up`: a static frame shaped like the source (its columns, values of their
+    types, times of the last `rows` milliseconds) goes through the query's own steps once; the
+    host does it for a stateful query before its stream first starts, not for a stateless one."""
+    from sluice.runtime.pipeline import TS, synthetic, warm_up
+
+    kafka = query("k", "t", {"type": "kafka", "bootstrapServers": "127.0.0.1:9", "topic": "x",
+                             "schema": "key STRING, seq BIGINT, produced_at TIMESTAMP, amount DOUBLE, tags ARRAY<STRING>"},
+                  [{"filter": "amount > 10"}])
+    started = time.time()
+    rows = synthetic(spark, kafka, 50).collect()
+    assert len(rows) == 50 and list(rows[0].asDict()) == ["key", "seq", "produced_at", "amount", "tags", TS]
+    assert {r.key for r in rows} == {str(i) for i in range(50)} and all(r.tags is None for r in rows)
+    assert all(started - 5 < r.produced_at.timestamp() <= time.time() + 1 for r in rows)
+    data = tmp_path / "in"
+    windowed = query("agg", "t", files_source(data), [
+        {"watermark": {"column": "produced_at", "delay": "1s"}},
+        {"window": {"column": "produced_at", "size": "10s"}},
+        {"groupBy": ["window", "user"]},
+        {"aggregate": [{"fn": "count", "name": "n"},
+                       {"fn": "approx_percentile", "column": "amount", "percentile": 0.99, "name": "p99"}]},
+    ])
+    jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+    warm_up(spark, windowed, rows=500)
+    assert len(spark.sparkContext.statusTracker().getJobIdsForGroup(None)) > jobs  # it ran in Spark
+    host = host_factory(None)
+    host.add(windowed)
+    host.add(query("plain", "t", files_source(data), [{"filter": "amount > 1"}]))
+    assert host._warmed == {"t/agg"}
+    assert host.status("t/agg").phase == "Running" and host.status("t/plain").phase == "Running"
+
+
 def test_batches_run_in_the_band_the_scheduler_chose(spark: Any, host_factory: Any, tmp_path: Path) -> None:
     urgent_in, bulk_in = tmp_path / "urgent", tmp_path / "bulk"
     host = host_factory(LocalScheduler(Scheduler("cameo", capacity=2)))
