@@ -30,10 +30,12 @@ from typing import Any, TypeVar
 from prometheus_client import CollectorRegistry
 
 from sluice.api.common import query_labels, shown
+from sluice.api.constants import BANDS
 from sluice.api.files import FilesOutsideRoot, confine_query, tenant_root
 from sluice.api.query import FilesSink, FilesSource, KafkaSink, StreamingQuery
 from sluice.api.runtime import QueryPhase, QueryStatus
 from sluice.scheduler import execution, intervals
+from sluice.scheduler.bands import band_name
 from sluice.scheduler.core import SchedulerError
 
 from . import jvm_sink, realtime
@@ -240,8 +242,10 @@ class QueryHost:
             if self.warm_up and query.spec.stateful and query.key not in self._warmed:
                 self._warmed.add(query.key)
                 started = time.monotonic()
+                # gated: in the least urgent band, so that bulk turns pace it behind running batches
+                pool = band_name(BANDS - 1) if scheduler is not None else None
                 try:
-                    warm_up(self.spark, query)
+                    warm_up(self.spark, query, pool)
                     log.info("query %s warmed up in %.1f s", query.key, time.monotonic() - started)
                 except Exception as error:  # best effort: the stream's own start reports real errors
                     log.info("query %s: warm-up skipped (%s)", query.key, one_line(error))

@@ -173,15 +173,22 @@ WARM_UP_ROWS = 2_000
 """Synthetic rows a stateful query's pipeline runs over once before its stream starts."""
 
 
-def warm_up(spark: Any, query: StreamingQuery, rows: int = WARM_UP_ROWS) -> None:
+def warm_up(spark: Any, query: StreamingQuery, pool: str | None = None, rows: int = WARM_UP_ROWS) -> None:
     """Run the query's steps once over `rows` synthetic rows of its source's columns (a static
     frame, written to noop), so its first micro-batch finds the aggregation's generated code
     compiled and its hot paths warm. On this machine a windowed aggregation with a percentile
     over 10,000 rows took 4.3 s cold and 0.6 s after one run; on a loaded JVM its first
     micro-batches took 13-25 s (multi-tenant, 2026-11-26). Data-dependent columns get simple
-    values (ids, ids as strings, the last `rows` milliseconds as times); other types stay null."""
+    values (ids, ids as strings, the last `rows` milliseconds as times); other types stay null.
+    `pool`: the FAIR pool its job runs in (the calling thread's is restored after)."""
     frame, _ = steps(synthetic(spark, query, rows), query)
-    frame.drop(TS).write.format("noop").mode("overwrite").save()
+    sc = spark.sparkContext
+    before = sc.getLocalProperty("spark.scheduler.pool")
+    sc.setLocalProperty("spark.scheduler.pool", pool)
+    try:
+        frame.drop(TS).write.format("noop").mode("overwrite").save()
+    finally:
+        sc.setLocalProperty("spark.scheduler.pool", before)
 
 
 def synthetic(spark: Any, query: StreamingQuery, rows: int) -> Any:

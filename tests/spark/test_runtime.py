@@ -119,8 +119,11 @@ def test_a_stateful_query_runs_its_steps_on_synthetic_rows_before_its_stream_sta
                        {"fn": "approx_percentile", "column": "amount", "percentile": 0.99, "name": "p99"}]},
     ])
     jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
-    warm_up(spark, windowed, rows=500)
+    spark.sparkContext.setLocalProperty("spark.scheduler.pool", "mine")
+    warm_up(spark, windowed, "band7", rows=500)
     assert len(spark.sparkContext.statusTracker().getJobIdsForGroup(None)) > jobs  # it ran in Spark
+    assert spark.sparkContext.getLocalProperty("spark.scheduler.pool") == "mine"  # the thread's pool is back
+    spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)
     host = host_factory(None)
     host.add(windowed)
     host.add(query("plain", "t", files_source(data), [{"filter": "amount > 1"}]))
