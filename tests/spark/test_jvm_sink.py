@@ -141,26 +141,23 @@ def run(pool, tasks, ms):
 
 for pool in ("band7", "band6", "band5", "band0", "default", None):
     out["tasks"][str(pool)] = sorted({nice for _, nice in run(pool, 4, 0)})
-bulk = []
-worker = threading.Thread(target=lambda: bulk.extend(run("band7", 6, 600)))
-worker.start()
-deadline = time.time() + 30
-while lane.bulkWaiting() < 1 and time.time() < deadline:
-    time.sleep(0.01)
-out["waiting"] = lane.bulkWaiting()
-urgent = run("band0", 2, 0)
-worker.join()
-out["bulk_ends"] = sorted(t for t, _ in bulk)
-out["urgent_ends"] = sorted(t for t, _ in urgent)
-bulk = []
-worker = threading.Thread(target=lambda: bulk.extend(run("band7", 6, 600)))
-worker.start()
-deadline = time.time() + 30
-while lane.bulkWaiting() < 4 and time.time() < deadline:
-    time.sleep(0.01)
-out["band6_ends"] = sorted(t for t, _ in run("band6", 2, 100))
-worker.join()
-out["band7_ends"] = sorted(t for t, _ in bulk)
+def behind_band7(waiting, pool, ms):
+    # six 0.6 s band7 tasks (two at a time); once `waiting` of them wait for a turn, two tasks of
+    # `pool` run: (band7 end times, the other job's end times, tasks waiting when it was sent)
+    bulk = []
+    worker = threading.Thread(target=lambda: bulk.extend(run("band7", 6, 600)))
+    worker.start()
+    deadline = time.time() + 30
+    while lane.bulkWaiting() < waiting and time.time() < deadline:
+        time.sleep(0.01)
+    queued = lane.bulkWaiting()
+    other = run(pool, 2, ms)
+    worker.join()
+    return sorted(t for t, _ in bulk), sorted(t for t, _ in other), queued
+
+
+out["bulk_ends"], out["urgent_ends"], out["waiting"] = behind_band7(1, "band0", 0)
+out["band7_ends"], out["band6_ends"], _ = behind_band7(4, "band6", 100)
 host = QueryHost(spark, work / "checkpoints", LocalScheduler(Scheduler("cameo", capacity=4)))
 rate = {"type": "rate", "rowsPerSecond": 20}
 for name, sla in (("urgent", "1s"), ("bulk", "10m")):
