@@ -39,6 +39,7 @@ from .hosted import HostedQuery
 from .measure import write
 from .metrics import Metrics
 from .policy import FairPool
+from .spark_pools import POOL_PROPERTY
 from .stages import job_description
 
 log = logging.getLogger("sluice.runtime")
@@ -150,13 +151,13 @@ class Gate:
         labels = query_labels(query.key)
         request, grant, coordination, pool, entered = self._admit(hosted, batch_id)
         sc = self.spark.sparkContext
-        sc.setLocalProperty("spark.scheduler.pool", pool)
+        sc.setLocalProperty(POOL_PROPERTY, pool)
         sc.setJobDescription(job_description(query.key, batch_id))
         began = time.perf_counter()
         try:
             written = write(frame, query, batch_id, self.clock)
         finally:
-            sc.setLocalProperty("spark.scheduler.pool", None)
+            sc.setLocalProperty(POOL_PROPERTY, None)
             sc.setJobDescription(None)
         action = time.perf_counter() - began
         # each batch reports itself when its progress arrives, with its rows and latency from it

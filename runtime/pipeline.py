@@ -31,6 +31,7 @@ from sluice.api.query import (
 
 from .jvm_sink import DELEGATES
 from .latency import GRID
+from .spark_pools import POOL_PROPERTY
 
 TS = "_sluice_ts"
 OBSERVED = "sluice"
@@ -183,12 +184,12 @@ def warm_up(spark: Any, query: StreamingQuery, pool: str | None = None, rows: in
     `pool`: the FAIR pool its job runs in (the calling thread's is restored after)."""
     frame, _ = steps(synthetic(spark, query, rows), query)
     sc = spark.sparkContext
-    before = sc.getLocalProperty("spark.scheduler.pool")
-    sc.setLocalProperty("spark.scheduler.pool", pool)
+    before = sc.getLocalProperty(POOL_PROPERTY)
+    sc.setLocalProperty(POOL_PROPERTY, pool)
     try:
         frame.drop(TS).write.format("noop").mode("overwrite").save()
     finally:
-        sc.setLocalProperty("spark.scheduler.pool", before)
+        sc.setLocalProperty(POOL_PROPERTY, before)
 
 
 def synthetic(spark: Any, query: StreamingQuery, rows: int) -> Any:

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+POOL_PROPERTY = "spark.scheduler.pool"
+"""The local property naming the FAIR pool a thread's jobs run in."""
+
 
 def ensure_pool(spark: Any, name: str, weight: int, fair_inside: bool = False) -> bool:
     """Add pool `name` with `weight` unless it exists; True if added. `fair_inside`: the pool's
