@@ -6,7 +6,9 @@ properties (the tag an enum) plus CEL rules for each variant's required fields, 
 `exclusiveMinimum: n` becomes OpenAPI 3.0's `minimum: n, exclusiveMinimum: true`, and field
 docstrings become descriptions. A spec field's pydantic default becomes its schema `default:`,
 so `kubectl get -o yaml` shows what will run; variants of a union carry none (the apiserver would
-default one variant's fields into another's), nor does status.
+default one variant's fields into another's), nor does status. Every integer field of a spec carries
+one CEL rule so that the API server, like the models, refuses a whole number written as a float
+(`4.0`): its integer type alone lets one through.
 """
 
 from __future__ import annotations
@@ -121,6 +123,23 @@ def _merge_union(variants: list[Schema], discriminator: Any, defs: dict[str, Sch
     return merged
 
 
+_WHOLE_NUMBER = {"rule": "type(self) == int", "message": "must be a whole number written without a decimal point"}
+
+
+def whole_numbers(schema: Schema) -> Schema:
+    """`schema` with `_WHOLE_NUMBER` first among the rules of every integer node: the API server
+    accepts `4.0` for `type: integer` and its CEL then reads a float, so the rule refuses it."""
+    out = copy.deepcopy(schema)
+    nodes = [out]
+    while nodes:
+        node = nodes.pop()
+        if node.get("type") == "integer":
+            node["x-kubernetes-validations"] = [dict(_WHOLE_NUMBER), *node.get("x-kubernetes-validations", [])]
+        nodes.extend(node.get("properties", {}).values())
+        nodes.extend(v for k, v in node.items() if k in ("items", "additionalProperties") and isinstance(v, dict))
+    return out
+
+
 class _Generator(GenerateJsonSchema):
     def encode_default(self, dft: Any) -> Any:
         """Durations and sizes default to their text, as manifests write them ('1Gi', '0s')."""
@@ -137,7 +156,7 @@ def _crd(
     *, kind: str, plural: str, short: str, scope: str, spec: type[BaseModel], status: type[BaseModel],
     description: str, columns: list[dict[str, Any]], scale: bool,
 ) -> dict[str, Any]:
-    spec_schema = object_schema(spec, defaults=True)
+    spec_schema = whole_numbers(object_schema(spec, defaults=True))
     status_schema = object_schema(status)
     subresources: dict[str, Any] = {"status": {}}
     if scale:

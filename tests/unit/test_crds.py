@@ -96,3 +96,26 @@ def test_the_units_in_status_columns() -> None:
     assert [latency_text(ms) for ms in (0.4, 812.3, 999.4, 1000, 1530, 59_949, 123_000)] == [
         "0ms", "812ms", "999ms", "1.0s", "1.5s", "59.9s", "2m3s"]
     assert [percent_text(x) for x in (0, 0.975, 0.99949, 1)] == ["0.0%", "97.5%", "99.9%", "100.0%"]
+
+
+def _integers(schema: dict, path: str = "") -> dict[str, dict]:
+    found = {path: schema} if schema.get("type") == "integer" else {}
+    for name, sub in schema.get("properties", {}).items():
+        found |= _integers(sub, f"{path}.{name}")
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            found |= _integers(schema[key], f"{path}[]")
+    return found
+
+
+def test_every_integer_field_of_a_spec_refuses_a_whole_float() -> None:
+    """The API server takes `4.0` for `type: integer`; the models refuse it; the CEL rule makes the
+    API server agree (tests/cluster/test_manifest_agreement.py sends 0.0 and 1.0 to every field)."""
+    for crd in crds():
+        spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        integers = _integers(spec)
+        assert integers, crd["metadata"]["name"]
+        lacking = [path for path, node in integers.items()
+                   if {"rule": "type(self) == int", "message": "must be a whole number written without a decimal point"}
+                   not in node.get("x-kubernetes-validations", [])]
+        assert lacking == []

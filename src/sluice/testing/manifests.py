@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
 HOSTILE: list[Any] = [
-    None, True, False, 0, -1, 1, 2**63, -(2**63), 1.5, 1.5e308, float("inf"), "", " ", "x" * 5000, "1h" * 200,
+    None, True, False, 0, -1, 1, 0.0, 1.0, 2**63, -(2**63), 1.5, 1.5e308, float("inf"), "", " ", "x" * 5000, "1h" * 200,
     "-5s", "0s", "25h", "1e400", "NaN", "true", "01", "Ünïcödé", "a\nb", "${HOME}", "../../etc/passwd", "/",
     [], [None], {}, {"x": 1}, "1000000000000000000000000000000", "1Ti", "2Ti", "100Mi", "value > 1",
     "reflect('java.lang.Runtime', 'exec', 'id')", "java_method('java.lang.System', 'exit', 0)",
