@@ -48,7 +48,16 @@ from .latency import GRID, BatchLatency, LatencyWindow, Summary, batch_latency
 from .listener import listen
 from .megaphone import StatefulQuery
 from .metrics import LatencyCollector, LatencySnapshot, Metrics
-from .pipeline import OBSERVED, WARM_UP_ENV, build, direct_frame, direct_sink, spark_name, warm_up
+from .pipeline import (
+    OBSERVED,
+    WARM_UP_ENV,
+    build,
+    direct_frame,
+    direct_sink,
+    spark_name,
+    warm_shape,
+    warm_up,
+)
 from .spark_pools import ensure_pool
 from .stages import StageCost, StagePoller, job_description
 
@@ -78,7 +87,7 @@ class QueryHost:
         self.warm_up = warm_up if warm_up is not None else os.environ.get(WARM_UP_ENV, "1") != "0"
         """Run a stateful query's steps once on synthetic rows before its stream first starts
         (`pipeline.warm_up`): its first micro-batches then skip the JVM's cold start. Default: on
-        unless `SLUICE_WARM_UP=0`."""
+        unless `SLUICE_WARM_UP=0`. One warm-up serves every query of its shape (`warm_shape`)."""
         self._warmed: set[str] = set()
         self.files_root = files_root
         """Each namespace's `files` paths are confined to `<files_root>/<namespace>` (None: anywhere)."""
@@ -239,8 +248,8 @@ class QueryHost:
             if fixed is not None:  # before its first batch names it (else Spark makes it at weight 1)
                 ensure_pool(self.spark, fixed.name, fixed.weight, fair_inside=True)
             self.spark.conf.set("spark.sql.shuffle.partitions", str(query.spec.resources.shufflePartitions))
-            if self.warm_up and query.spec.stateful and query.key not in self._warmed:
-                self._warmed.add(query.key)
+            if self.warm_up and query.spec.stateful and (shape := warm_shape(query)) not in self._warmed:
+                self._warmed.add(shape)
                 started = time.monotonic()
                 # gated: in the least urgent band, so that bulk turns pace it behind running batches
                 pool = band_name(BANDS - 1) if scheduler is not None else None

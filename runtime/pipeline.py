@@ -15,6 +15,7 @@ Only expressions checked by the models (sluice.api.expressions) reach Spark.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,6 +191,16 @@ def warm_up(spark: Any, query: StreamingQuery, pool: str | None = None, rows: in
         frame.drop(TS).write.format("noop").mode("overwrite").save()
     finally:
         sc.setLocalProperty(POOL_PROPERTY, before)
+
+
+def warm_shape(query: StreamingQuery) -> str:
+    """What a warm-up depends on: the source's kind and columns, the steps (their literals
+    included) and the shuffle partitions. Queries of one shape plan the same generated code, so
+    one warm-up serves them all (a pool of many tenants' copies of one pipeline warms once)."""
+    source = query.spec.source
+    return json.dumps([source.type, getattr(source, "schema_", None), query.spec.resources.shufflePartitions,
+                       [step.model_dump(mode="json", exclude_none=True) for step in query.spec.pipeline]],
+                      sort_keys=True)
 
 
 def synthetic(spark: Any, query: StreamingQuery, rows: int) -> Any:
