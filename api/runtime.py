@@ -200,6 +200,8 @@ class TargetAccepted(Answer):
 class Health(Answer):
     ok: bool
     queries: int = 0
+    error: str | None = None
+    """Why the runtime is not healthy (503), in one sentence."""
 
 
 class Problem(Answer):

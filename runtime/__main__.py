@@ -94,10 +94,14 @@ def main(argv: list[str] | None = None) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    host.on_broken.append(stop.set)
     stop.wait()  # the host itself retries Pending queries and notices failed ones
     if open_server is not None:
         open_server.stop()
     server.stop()
+    if host.broken is not None:  # no driver to stop queries on: exit so the pod restarts, and the operator registers them again
+        print(f"sluice runtime: {host.broken}.", file=sys.stderr, flush=True)
+        os._exit(1)
     host.stop_all()
     spark.stop()
 

@@ -82,6 +82,8 @@ def open_routes(host: QueryHost, registry: CollectorRegistry = REGISTRY,
     """GET /healthz and /metrics (no token): on the control port, and alone on the metrics port."""
 
     async def healthz(request: web.Request) -> web.Response:
+        if host.broken is not None:  # the kubelet's liveness probe restarts the pod
+            return _answer(Health(ok=False, queries=len(host.queries), error=host.broken), 503)
         return _answer(Health(ok=True, queries=len(host.queries)))
 
     async def sidecar() -> bytes:

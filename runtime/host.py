@@ -58,6 +58,7 @@ from .pipeline import (
     warm_shape,
     warm_up,
 )
+from .session import driver_process, exit_text
 from .spark_pools import ensure_pool
 from .stages import StageCost, StagePoller, job_description
 
@@ -124,6 +125,12 @@ class QueryHost:
         ui = spark.sparkContext.uiWebUrl
         if ui:
             self._stages = StagePoller(ui, spark.sparkContext.applicationId, self.on_stages, interval=3.0).start()
+        self._driver = driver_process(spark)
+        """The driver JVM's process (None if this Python did not start it): its exit is noticed at once."""
+        self.broken: str | None = None
+        """Why this host can no longer run its queries (its Spark driver is gone), or None."""
+        self.on_broken: list[Callable[[], None]] = []
+        """Called once, from the lifecycle ticker, when `broken` is set (the runtime process exits)."""
         self._ticker = threading.Thread(target=self._tick, name="sluice-lifecycle-tick", daemon=True)
         self._ticker.start()
 
@@ -170,13 +177,25 @@ class QueryHost:
 
     def _tick(self) -> None:
         while not self._closed.wait(min(self.retry_every, 2.0)):
+            if self._driver is not None and (code := self._driver.poll()) is not None:
+                self._break(f"exited ({exit_text(code)})")
+                return
             try:
                 self.submit(self._refresh).result()
-            except RuntimeError:  # shut down meanwhile
+            except Exception as error:
+                if self._closed.is_set():  # stop_all meanwhile: the session is stopping
+                    return
+                if not driver_gone(error):
+                    log.warning("lifecycle check failed, tried again in %.0f s: %s", self.retry_every, one_line(error))
+                    continue
+                self._break(f"stopped answering ({one_line(error)})")
                 return
-            except Exception as error:  # py4j: the session is stopping
-                log.info("lifecycle check stopped: %s", error)
-                return
+
+    def _break(self, what: str) -> None:
+        self.broken = f"the Spark driver {what}; every query of this runtime has stopped, so the runtime must restart"
+        log.error("%s", self.broken)
+        for callback in self.on_broken:
+            callback()
 
     def _add(self, query: StreamingQuery, weight: float) -> HostedQuery:
         outside = None
@@ -665,6 +684,14 @@ def _epoch(iso: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def driver_gone(error: BaseException) -> bool:
+    """The JVM behind the session no longer answers: py4j lost its connection (the driver exited, or
+    its gateway died with it), as opposed to a call that failed inside a live driver."""
+    from py4j.protocol import Py4JNetworkError
+
+    return isinstance(error, Py4JNetworkError | ConnectionError) or "stopped SparkContext" in str(error)
 
 
 def one_line(error: BaseException) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -78,6 +80,24 @@ def _jvm_running() -> bool:
     from pyspark import SparkContext
 
     return SparkContext._gateway is not None
+
+
+def driver_process(spark: Any) -> subprocess.Popen[bytes] | None:
+    """The driver JVM's process, as PySpark's `launch_gateway` started it and keeps it (`proc` on the
+    py4j gateway: a private attribute; `tests/spark/test_driver_process.py` fails loudly if an
+    upgrade moves it). None when this Python attached to a JVM it did not start."""
+    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    return proc if isinstance(proc, subprocess.Popen) else None
+
+
+def exit_text(code: int) -> str:
+    """A child's return code as words: 'exit code 0', 'killed by SIGKILL'."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
 
 
 def kafka_package() -> str:

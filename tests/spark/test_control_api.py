@@ -70,6 +70,19 @@ def test_add_status_suspend_remove(api: tuple[str, QueryHost]) -> None:
     assert "sluice_runtime_batches_total" in metrics
 
 
+def test_healthz_fails_with_the_reason_once_the_driver_is_gone(api: tuple[str, QueryHost]) -> None:
+    """What the lifecycle ticker sets when py4j loses the JVM (the chaos tier kills a real one);
+    set here by hand so the probe's answer can be read before the process exits."""
+    url, host = api
+    assert call(f"{url}/healthz", "GET", token=None) == (200, {"ok": True, "queries": 0, "error": None})
+    host.broken = "the Spark driver stopped answering (test); every query of this runtime has stopped"
+    try:
+        code, body = call(f"{url}/healthz", "GET", token=None)
+        assert code == 503 and body["ok"] is False and body["error"] == host.broken
+    finally:
+        host.broken = None
+
+
 def test_refuses_without_token_and_bad_input_with_a_sentence(api: tuple[str, QueryHost]) -> None:
     url, host = api
     assert call(f"{url}/v1/queries", "GET", token=None)[0] == 401

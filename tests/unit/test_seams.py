@@ -157,6 +157,27 @@ def test_a_spark_error_becomes_its_meaningful_line() -> None:
     assert one_line(ValueError("")) == "ValueError"
 
 
+def test_a_lost_driver_is_told_from_a_call_that_failed_inside_a_live_one() -> None:
+    from py4j.protocol import Py4JError, Py4JNetworkError
+
+    from sluice.runtime.host import driver_gone
+
+    assert driver_gone(Py4JNetworkError("Answer from Java side is empty"))
+    assert driver_gone(ConnectionRefusedError(111, "Connection refused"))
+    assert driver_gone(Py4JError("java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext."))
+    assert not driver_gone(Py4JError("java.lang.IllegalArgumentException: Cannot start query with name x"))
+    assert not driver_gone(KeyError("tenant/q"))
+
+
+def test_a_childs_return_code_in_words() -> None:
+    from sluice.runtime.session import exit_text
+
+    assert exit_text(0) == "exit code 0"
+    assert exit_text(52) == "exit code 52"
+    assert exit_text(-9) == "killed by SIGKILL"
+    assert exit_text(-200) == "killed by signal 200"
+
+
 def test_replicas_get_distinct_peering_priorities_from_their_pod_names() -> None:
     from sluice.operator.settings import Settings, SettingsError, peering_priority
 

@@ -60,6 +60,15 @@ class RuntimeProcess:
         self.proc.wait(30)
         stop("runtime", self.proc)  # forgets the pidfile
 
+    def kill_driver(self) -> int:
+        """SIGKILL the Spark driver's JVM alone (the runtime's Python lives on), as the kernel's OOM
+        killer or a JVM crash would; returns its pid."""
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+        java = [int(c) for c in children if Path(f"/proc/{c}/comm").read_text().strip() == "java"]
+        assert len(java) == 1, f"the runtime's children {children}: expected one JVM"
+        os.kill(java[0], signal.SIGKILL)
+        return java[0]
+
     def stop(self) -> None:
         if self.proc is not None:
             stop("runtime", self.proc)
