@@ -400,8 +400,9 @@ def plot(result: dict[str, Any], out: Path) -> None:
     rows = [r for r in result["shared"] if "stopped" not in r]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
     ns = [r["queries"] for r in rows]
-    left.plot(ns, [100 * (r["worst_critical_attainment"] or 0) for r in rows], marker="o", label="worst critical")
-    left.plot(ns, [100 * (r["worst_bulk_attainment"] or 0) for r in rows], marker="s", label="worst bulk")
+    for key, marker, label in (("worst_critical_attainment", "o", "worst critical"), ("worst_bulk_attainment", "s", "worst bulk")):
+        measured = [(r["queries"], 100 * r[key]) for r in rows if r[key] is not None]  # N=1 has no bulk query
+        left.plot([n for n, _ in measured], [a for _, a in measured], marker=marker, label=label)
     left.axhline(100 * CRITICAL_ATTAINMENT, color="grey", linestyle=":")
     left.axhline(100 * BULK_ATTAINMENT, color="grey", linestyle="--")
     if ns:  # no step measured (the first one broke while filling): an empty plot, not a log scale of nothing

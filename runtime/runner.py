@@ -94,7 +94,7 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
         host.measure_from = ready + options.warmup
         if options.ready_file is not None:
             options.ready_file.write_text(f"{ready}\n")
-        while not options.stop.is_set():
+        while not options.stop.is_set() and host.broken is None:
             if options.duration is not None and time.time() - ready >= options.duration:
                 break
             options.stop.wait(options.tick)
@@ -102,7 +102,10 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
                 options.on_tick(host.statuses())
         statuses = host.statuses()
     finally:
-        host.stop_all()
+        if host.broken is None:  # else there is no driver left to stop queries on
+            host.stop_all()
+    if host.broken is not None:
+        raise RuntimeError(f"{host.broken}.")
     per_query: dict[str, dict[str, Any]] = {}
     report: dict[str, Any] = {"policy": options.policy, "seconds": round(time.time() - started, 1),
                               "started_at": started, "cores": os.cpu_count() or 1, "queries": per_query}

@@ -150,7 +150,11 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, rep
                                     warmup=_duration(warmup, "--warmup") or 0.0, timeline=timeline,
                                     ready_file=Path(ready_file) if ready_file else None,
                                     weights={ns: q.weight for ns, q in pool.spec.quotas.items()} if pool else {})
-        result = runner.run(queries, options)
+        try:
+            result = runner.run(queries, options)
+        except RuntimeError as error:  # the driver JVM died under the run
+            click.echo(str(error), err=True)
+            sys.exit(1)
     if report:
         runner.write_report(result, Path(report))
         click.echo(f"wrote {report}", err=True)
