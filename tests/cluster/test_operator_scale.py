@@ -9,8 +9,8 @@ the apiserver requests per second and per query status sync over a steady window
 apiserver's own `apiserver_request_total`.
 
 Opt in (`pytest -m scale tests/cluster/test_operator_scale.py -s`): about 3 minutes alone on this
-machine (2026-11-27, two runs: all 200 Running 75-77 s after the apply, p50 51 s, the operator's
-RSS 162 MB; figures in README under "The operator"). It stays out of `make test`, which it would
+machine (2026-11-27, three runs: all 200 Running 61-77 s after the apply, p50 39-52 s, the
+operator's RSS 162-165 MB; figures in README under "The operator"). It stays out of `make test`, which it would
 take past its 45-minute budget; its first run (2026-11-25, beside a Go build) did not finish
 within pytest's 600 s.
 """
