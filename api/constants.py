@@ -48,3 +48,21 @@ RUNTIME_IMAGE = "ghcr.io/sluice-dev/sluice-runtime:0.1.0"
 """The runtime image a pool without `spec.image` uses unless the operator is told another
 (`SLUICE_RUNTIME_IMAGE`, the chart's `runtimeImage`). Nothing publishes it: build it from
 `images/runtime.Dockerfile` and push it where the cluster pulls from."""
+
+GRID: Final[tuple[float, ...]] = (0.0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0)
+"""The quantiles at which a batch's latencies are kept (the runtime's sink, its JVM sink and the
+simulator all use this grid)."""
+
+
+def _masses(grid: tuple[float, ...]) -> tuple[float, ...]:
+    """Probability mass each grid point stands for (half the gap to each neighbour)."""
+    out = []
+    for i, q in enumerate(grid):
+        lo = (q + grid[i - 1]) / 2 if i > 0 else 0.0
+        hi = (q + grid[i + 1]) / 2 if i + 1 < len(grid) else 1.0
+        out.append(hi - lo)
+    return tuple(out)
+
+
+MASSES: Final[tuple[float, ...]] = _masses(GRID)
+"""The weight of each GRID point when batches' latencies are merged."""

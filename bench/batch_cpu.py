@@ -24,8 +24,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from sluice.api.manifest import parse_document
-from sluice.runtime.density_bench import _tree
+from sluice.api.manifest import load_query
+from sluice.bench.density import _tree
 from sluice.runtime.host import QueryHost
 from sluice.runtime.session import SessionConfig, build_session
 from sluice.scheduler.core import Scheduler
@@ -72,7 +72,7 @@ def main() -> None:
                     "spec": {"pool": "p", "source": {"type": "rate", "rowsPerSecond": 20},
                              "pipeline": [{"filter": "value % 3 = 0"}], "sink": {"type": "noop"},
                              "sla": {"latencyTarget": "5s"}, "trigger": {"interval": "1s"}}}
-        hosted = host.add(parse_document(document, f"q{i}"))
+        hosted = host.add(load_query(document))
         if hosted.phase != "Running":
             raise SystemExit(f"q{i} did not start: {hosted.message}")
         keys.append(hosted.query.key)

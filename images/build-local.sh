@@ -123,6 +123,7 @@ app() {
   cp -a "$base_dir/oci" "$work/oci"
   mkdir -p "$work/site" "$work/opt"
   "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-deps --target "$work/site" "$wheel" >&2
+  rm -rf "$work/site/sluice/bench" "$work/site/sluice/testing"  # the benchmark lab and the test kit do not ship
   umoci insert --image "$work/oci:base" "$work/site" "$site" >&2
   install -m 0755 "$root/images/entrypoint.sh" "$work/opt/entrypoint.sh"
   umoci insert --image "$work/oci:base" "$work/opt/entrypoint.sh" /opt/sluice/entrypoint.sh >&2

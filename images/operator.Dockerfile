@@ -14,8 +14,9 @@ COPY api ./api
 COPY operator ./operator
 COPY scheduler ./scheduler
 COPY runtime ./runtime
+# the benchmark lab and the test kit are not part of the product: neither ships
 RUN pip install --no-cache-dir --break-system-packages --target /usr/local/lib/python3.11/dist-packages '.[operator]' \
-    && rm -rf /src
+    && rm -rf /src /usr/local/lib/python3.11/dist-packages/sluice/bench /usr/local/lib/python3.11/dist-packages/sluice/testing
 COPY images/entrypoint.sh /opt/sluice/entrypoint.sh
 ENV HOME=/home/sluice PYTHONUNBUFFERED=1
 WORKDIR /home/sluice

@@ -32,8 +32,9 @@ COPY api ./api
 COPY operator ./operator
 COPY scheduler ./scheduler
 COPY runtime ./runtime
+# the benchmark lab and the test kit are not part of the product: neither ships
 RUN pip install --no-cache-dir --break-system-packages --target /usr/local/lib/python3.11/dist-packages '.[runtime,scheduler]' \
-    && rm -rf /src
+    && rm -rf /src /usr/local/lib/python3.11/dist-packages/sluice/bench /usr/local/lib/python3.11/dist-packages/sluice/testing
 COPY --from=kafka /jars /tmp/jars
 RUN mkdir -p /opt/sluice/jars && for jar in /tmp/jars/*.jar; do \
       artifact="$(basename "$jar" | sed -E 's/-[0-9][^-]*(-[a-z]+)?\.jar$//')"; \

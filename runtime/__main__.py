@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    host.on_broken.append(stop.set)
+    host.driver.on_broken.append(stop.set)
     stop.wait()  # the host itself retries Pending queries and notices failed ones
     if open_server is not None:
         open_server.stop()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .latency import GRID
+from sluice.api.constants import GRID
 
 
 def expected_rows(input_rate: float, last_started: float | None, now: float) -> int:

@@ -108,6 +108,12 @@ class HostedQuery:
     phase_log: dict[str, deque[float]] = field(default_factory=dict)
     """Phase -> milliseconds of the latest measured batches (`sluice run --report` prints their quantiles)."""
 
+    def runs(self, query: StreamingQuery, weight: float) -> bool:
+        """Running as registered now: the same registration again (an operator restart resumes
+        every query) changes nothing."""
+        return (self.phase == "Running" and self.spec == query_spec(query, weight)
+                and self.query.model_dump(mode="json") == query.model_dump(mode="json"))
+
     def timeline(self, batch_id: int) -> BatchTimeline:
         found = self.timelines.get(batch_id)
         if found is None:

@@ -11,20 +11,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-GRID: tuple[float, ...] = (0.0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0)
-
-
-def _masses(grid: tuple[float, ...]) -> list[float]:
-    """Probability mass each grid point stands for (half the gap to each neighbour)."""
-    out = []
-    for i, q in enumerate(grid):
-        lo = (q + grid[i - 1]) / 2 if i > 0 else 0.0
-        hi = (q + grid[i + 1]) / 2 if i + 1 < len(grid) else 1.0
-        out.append(hi - lo)
-    return out
-
-
-MASSES = _masses(GRID)
+from sluice.api.constants import MASSES
 
 LATENCY_BUCKETS: tuple[float, ...] = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 """Upper bounds (seconds) of the latency histogram's buckets: around typical SLAs, from a

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from sluice.api.constants import GRID
 from sluice.api.query import (
     Aggregation,
     FilesSink,
@@ -31,7 +32,6 @@ from sluice.api.query import (
 )
 
 from .jvm_sink import DELEGATES
-from .latency import GRID
 from .spark_pools import POOL_PROPERTY
 
 TS = "_sluice_ts"

@@ -17,10 +17,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sluice.api.constants import GRID
 from sluice.api.query import KafkaSink, KafkaSource, StreamingQuery
 from sluice.scheduler.execution import mode_of, reserved_slots
 
-from .latency import GRID, BatchLatency
+from .latency import BatchLatency
 from .pipeline import TS
 
 log = logging.getLogger("sluice.runtime.realtime")

@@ -37,8 +37,8 @@ from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
-from sluice.runtime.latency import GRID, MASSES
-from sluice.testing.load import Burst
+from sluice.api.constants import GRID, MASSES
+from sluice.api.scenario import Burst
 
 from . import intervals
 from .core import Completion, Scheduler

@@ -1,3 +1,3 @@
-from sluice.cli import main
+from sluice.cli.main import main
 
 main()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sluice.runtime import overhead
+from sluice.bench import overhead
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 

@@ -63,3 +63,24 @@ def test_the_dockerfile_and_the_local_build_describe_one_image(node: NodeCluster
         assert wanted[key] == have[key], key
     assert wanted.get("Cmd") == have.get("Cmd")
     assert sorted(wanted["Env"]) == sorted(have["Env"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["operator", "runtime"])
+def test_the_images_ship_no_benchmark_code_and_no_test_kit(node: NodeCluster, name: str) -> None:
+    """The product's images hold Sluice's runtime (or operator) but not `sluice.bench` (the
+    benchmark lab) nor `sluice.testing` (the real-parts kit): every file of every layer is read."""
+    import tarfile
+
+    tarball, _ = node.images[name]
+    files: list[str] = []
+    with tarfile.open(tarball) as archive:
+        manifest = json.load(archive.extractfile("manifest.json"))  # type: ignore[arg-type]
+        for layer in manifest[0]["Layers"]:
+            with tarfile.open(fileobj=archive.extractfile(layer)) as blob:
+                files += blob.getnames()
+    sluice = [f for f in files if "/dist-packages/sluice/" in f]
+    assert any(f.endswith("/sluice/scheduler/core.py") for f in sluice), "Sluice itself is missing from the image"
+    if name == "runtime":
+        assert any(f.endswith("/sluice/runtime/host.py") for f in sluice)
+    shipped = sorted(f for f in sluice if "/sluice/bench/" in f or "/sluice/testing/" in f)
+    assert shipped == [], f"{name} image ships {shipped[:5]}"

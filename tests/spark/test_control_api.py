@@ -75,12 +75,12 @@ def test_healthz_fails_with_the_reason_once_the_driver_is_gone(api: tuple[str, Q
     set here by hand so the probe's answer can be read before the process exits."""
     url, host = api
     assert call(f"{url}/healthz", "GET", token=None) == (200, {"ok": True, "queries": 0, "error": None})
-    host.broken = "the Spark driver stopped answering (test); every query of this runtime has stopped"
+    host.driver.broken = "the Spark driver stopped answering (test); every query of this runtime has stopped"
     try:
         code, body = call(f"{url}/healthz", "GET", token=None)
         assert code == 503 and body["ok"] is False and body["error"] == host.broken
     finally:
-        host.broken = None
+        host.driver.broken = None
 
 
 def test_refuses_without_token_and_bad_input_with_a_sentence(api: tuple[str, QueryHost]) -> None:

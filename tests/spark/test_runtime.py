@@ -127,15 +127,15 @@ def test_a_stateful_query_runs_its_steps_on_synthetic_rows_before_its_stream_sta
     host = host_factory(None)
     host.add(windowed)
     host.add(query("plain", "t", files_source(data), [{"filter": "amount > 1"}]))
-    assert host._warmed == {warm_shape(windowed)}
+    assert host.warmer._warmed == {warm_shape(windowed)}
     assert host.status("t/agg").phase == "Running" and host.status("t/plain").phase == "Running"
     # another tenant's copy of the pipeline is warm already; a different window is not
     host.add(query("agg", "u", files_source(data), windowed.model_dump(mode="json", by_alias=True)["spec"]["pipeline"]))
-    assert len(host._warmed) == 1
+    assert len(host.warmer._warmed) == 1
     wider = windowed.model_dump(mode="json", by_alias=True)["spec"]["pipeline"]
     wider[1]["window"]["size"] = "20s"
     host.add(query("wide", "u", files_source(data), wider))
-    assert len(host._warmed) == 2
+    assert len(host.warmer._warmed) == 2
 
 
 def test_batches_run_in_the_band_the_scheduler_chose(spark: Any, host_factory: Any, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sluice.runtime.bench import await_ready
+from sluice.bench.cameo import await_ready
 
 
 def _child(code: str) -> subprocess.Popen[bytes]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sluice.runtime.bench import AUTO, LANE, VARIANTS, _for_run, load_scenario
+from sluice.bench.cameo import AUTO, LANE, VARIANTS, _for_run, load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from sluice.runtime import bench as cameo_bench
-from sluice.runtime.capacity import (
+from sluice.api.scenario import Scenario, load_scenario
+from sluice.bench.capacity import judge, render, scaled
+from sluice.bench.capacity_search import (
     DEFAULT,
     Probe,
     Search,
@@ -16,7 +17,6 @@ from sluice.runtime.capacity import (
     next_multiplier,
     verdicts,
 )
-from sluice.runtime.capacity_bench import judge, render, scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -117,8 +117,8 @@ def test_max_probes_bounds_the_search() -> None:
     assert len(made) == 3
 
 
-def scenario() -> tuple[cameo_bench.Scenario, list]:  # type: ignore[type-arg]
-    return cameo_bench.load_scenario(ROOT / "bench" / "scenarios" / "burst.yaml")
+def scenario() -> tuple[Scenario, list]:  # type: ignore[type-arg]
+    return load_scenario(ROOT / "bench" / "scenarios" / "burst.yaml")
 
 
 def test_scaling_multiplies_every_rate_and_keeps_bursts_relative() -> None:
@@ -166,7 +166,7 @@ def test_the_summary_gives_capacities_and_ratios() -> None:
 def test_bad_policies_get_one_sentence() -> None:
     from click.testing import CliRunner
 
-    from sluice.cli import main
+    from sluice.cli.main import main
 
     result = CliRunner().invoke(main, ["bench", "capacity", "--scenario", str(ROOT / "bench" / "scenarios" / "burst.yaml"),
                                        "--policies", "cameo,fastest"])

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from sluice.api.chart_values import ChartValues, values_schema_json
 from sluice.api.constants import RUNTIME_IMAGE
-from sluice.cli import main
+from sluice.cli.main import main
 from sluice.operator.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

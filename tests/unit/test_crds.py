@@ -8,7 +8,7 @@ import yaml
 from click.testing import CliRunner
 
 from sluice.api.crd import crds, crds_yaml
-from sluice.cli import main
+from sluice.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,15 +8,15 @@ from click.testing import CliRunner
 
 from sluice.api.manifest import load_query
 from sluice.api.runtime import QueryStatus
-from sluice.cli import main
-from sluice.runtime import density_bench
-from sluice.runtime.density_bench import (
+from sluice.bench import density as density_bench
+from sluice.bench.density import (
     is_critical,
     manifest,
     rate,
     step_attainment,
     summarize_step,
 )
+from sluice.cli.main import main
 
 
 def test_the_mix_is_valid_and_as_described() -> None:

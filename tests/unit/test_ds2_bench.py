@@ -3,7 +3,7 @@ reach it and oscillations per phase, and the threshold policy it is compared wit
 
 from __future__ import annotations
 
-from sluice.runtime.ds2_bench import (
+from sluice.bench.ds2 import (
     Options,
     Run,
     Sample,

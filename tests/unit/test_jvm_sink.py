@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from sluice.runtime import jvm_sink
-from sluice.runtime.host import _sink_report
+from sluice.runtime.intake import sink_report as _sink_report
 from sluice.runtime.jvm_sink import SinkMetric
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sluice.runtime.latency import GRID, LatencyWindow, batch_latency
+from sluice.api.constants import GRID
+from sluice.runtime.latency import LatencyWindow, batch_latency
 
 
 def test_summary_matches_the_single_figures_and_a_hand_computed_case() -> None:
@@ -22,7 +23,7 @@ def test_summary_matches_the_single_figures_and_a_hand_computed_case() -> None:
 
 
 def test_the_histogram_holds_every_row_once_and_agrees_with_attainment() -> None:
-    from sluice.runtime.latency import GRID, LATENCY_BUCKETS, LatencyWindow, batch_latency
+    from sluice.runtime.latency import LATENCY_BUCKETS, LatencyWindow, batch_latency
 
     window = LatencyWindow(target=1.0)
     # 200 rows produced evenly over the 4 s before a commit at t=100: latencies 0..4 s

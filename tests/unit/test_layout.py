@@ -23,3 +23,30 @@ def test_components_import_under_sluice() -> None:
     code = "import sluice.api.query, sluice.api.crd; print(sluice.api.query.__file__)"
     proc = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True, timeout=60, check=True)
     assert Path(proc.stdout.strip()).resolve() == (ROOT / "api" / "query.py").resolve()
+
+
+def _lint_imports(source_root: Path) -> subprocess.CompletedProcess[str]:
+    """`lint-imports` (import-linter, as `make lint` runs it) on the `sluice` package found first in
+    `source_root`, with the contracts of the project's pyproject.toml."""
+    env = {"PATH": str(Path(sys.executable).parent), "PYTHONPATH": str(source_root), "HOME": str(source_root)}
+    return subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache", str(ROOT / "pyproject.toml")],
+                          cwd=source_root, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_layers_hold_and_a_wrong_import_breaks_them(tmp_path: Path) -> None:
+    """The layers (api <- scheduler <- runtime | operator <- bench <- cli; sluice.testing never in the
+    product) hold on the tree; a copy of the tree with one upward import does not pass."""
+    import shutil
+
+    kept = _lint_imports(ROOT / "src")
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert "2 kept, 0 broken" in kept.stdout
+
+    copy = tmp_path / "src"
+    shutil.copytree(ROOT / "src", copy, symlinks=False, ignore=shutil.ignore_patterns("results", "__pycache__"))
+    (copy / "sluice" / "runtime" / "scratch_wrong.py").write_text("from sluice.operator import kube  # noqa\n")
+    (copy / "sluice" / "scheduler" / "scratch_kit.py").write_text("from sluice.testing import load  # noqa\n")
+    broken = _lint_imports(copy)
+    assert broken.returncode != 0
+    assert "sluice.runtime.scratch_wrong -> sluice.operator.kube" in broken.stdout
+    assert "sluice.scheduler.scratch_kit -> sluice.testing.load" in broken.stdout

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from sluice.api.manifest import parse_text
 from sluice.api.pool import StreamingPool
 from sluice.api.query import StreamingQuery
-from sluice.cli import main
+from sluice.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -187,7 +187,7 @@ def test_installed_cli_never_prints_a_traceback(tmp_path: Path) -> None:
 
 
 def test_the_demo_finds_its_manifests_from_any_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sluice.cli import demo_manifests
+    from sluice.cli.main import demo_manifests
 
     monkeypatch.chdir(tmp_path)  # not the repository: the demo's manifests come with the package
     found = [p.name for p in demo_manifests(None)]

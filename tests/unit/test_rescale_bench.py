@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from sluice.cli import main
-from sluice.runtime.rescale_bench import Run, figures
+from sluice.bench.rescale import Run, figures
+from sluice.cli.main import main
 
 
 def test_figures_from_a_runs_batches_latencies_and_sink_counts() -> None:

@@ -10,12 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from sluice.api.constants import API_VERSION, BANDS, GROUP, POLICIES, VERSION
+from sluice.api.constants import API_VERSION, BANDS, GRID, GROUP, POLICIES, VERSION
 from sluice.api.crd import crds
 from sluice.api.runtime import ExecutorTarget, QueryStatus, Registration, Suspend
 from sluice.operator.settings import Settings, SettingsError
 from sluice.runtime.batching import expected_rows, grid_quantiles, oldest_event, settled
-from sluice.runtime.latency import GRID
 from sluice.runtime.pipeline import spark_name
 from sluice.scheduler.core import Grant, covers
 from sluice.scheduler.policies import IMPLEMENTATIONS
@@ -149,7 +148,7 @@ def test_the_runtime_refuses_bodies_that_are_not_the_contract() -> None:
 
 
 def test_a_spark_error_becomes_its_meaningful_line() -> None:
-    from sluice.runtime.host import one_line
+    from sluice.runtime.spark_calls import one_line
 
     error = Exception("An error occurred while calling o225.start.\n: java.lang.IllegalArgumentException: "
                       "Cannot start query with name x as a query with that name is already active\n\tat org...")
@@ -160,7 +159,7 @@ def test_a_spark_error_becomes_its_meaningful_line() -> None:
 def test_a_lost_driver_is_told_from_a_call_that_failed_inside_a_live_one() -> None:
     from py4j.protocol import Py4JError, Py4JNetworkError
 
-    from sluice.runtime.host import driver_gone
+    from sluice.runtime.spark_calls import driver_gone
 
     assert driver_gone(Py4JNetworkError("Answer from Java side is empty"))
     assert driver_gone(ConnectionRefusedError(111, "Connection refused"))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.runtime.latency import GRID
+from sluice.api.constants import GRID
+from sluice.api.scenario import Burst
 from sluice.scheduler.simulate import Options, Pool, SimQuery, simulate, size
-from sluice.testing.load import Burst
 
 
 def filter_query(**overrides: object) -> SimQuery:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from sluice.cli import main
+from sluice.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 FRAUD = str(ROOT / "examples" / "fraud-filter.yaml")

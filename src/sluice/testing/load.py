@@ -17,31 +17,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from sluice.api.scenario import Burst
+
 EVENT_SCHEMA = "key STRING, seq BIGINT, produced_at TIMESTAMP, amount DOUBLE"
-
-
-@dataclass(frozen=True)
-class Burst:
-    at: float
-    length: float
-    factor: float
-
-    @classmethod
-    def parse(cls, text: str) -> Burst:
-        """'30s,10s,10' -> a 10x burst from 30 s for 10 s."""
-        from sluice.api.units import Duration
-
-        parts = [p.strip() for p in text.split(",")]
-        if len(parts) != 3:
-            raise ValueError(f"--burst {text!r}: write AT,FOR,FACTOR, e.g. 30s,10s,10")
-        try:
-            at, length = Duration.parse(parts[0]).seconds, Duration.parse(parts[1]).seconds
-            factor = float(parts[2])
-        except ValueError as error:
-            raise ValueError(f"--burst {text!r}: {error}") from None
-        if factor <= 0 or length <= 0:
-            raise ValueError(f"--burst {text!r}: FOR and FACTOR must be above zero")
-        return cls(at, length, factor)
 
 
 @dataclass

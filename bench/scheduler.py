@@ -16,8 +16,8 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
-from .core import Completion, Scheduler
-from .policies import BatchRequest, QuerySpec
+from sluice.scheduler.core import Completion, Scheduler
+from sluice.scheduler.policies import BatchRequest, QuerySpec
 
 
 @dataclass
@@ -37,7 +37,7 @@ class Result:
 
 
 def _client(url: str, index: int, seconds: float, start_at: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
-    from .client import SchedulerClient
+    from sluice.scheduler.client import SchedulerClient
 
     client = SchedulerClient(url, timeout=5.0)
     key = f"bench/q{index}"

@@ -91,11 +91,10 @@ def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
 
 def run_once(direction: str, strategy: str, store: str, options: Options, spark: Any, broker: Any, folder: Path,
              log: Callable[[str], None]) -> Run:
+    from sluice.runtime import state_stores
+    from sluice.runtime.executors import ExecutorScaler
+    from sluice.runtime.host import QueryHost
     from sluice.testing.load import LoadPlan, generate
-
-    from . import state_stores
-    from .executors import ExecutorScaler
-    from .host import QueryHost
 
     shutil.rmtree(folder, ignore_errors=True)
     start, end = DIRECTIONS[direction]
@@ -254,10 +253,9 @@ def plot(runs: list[Run], out: Path) -> None:
 
 
 def run(options: Options, strategies: list[str], stores: list[str], out: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    from sluice.runtime.runner import stop_session
+    from sluice.runtime.session import SessionConfig, build_session
     from sluice.testing.kafka import KafkaBroker
-
-    from .runner import stop_session
-    from .session import SessionConfig, build_session
 
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "kafka", ignore_errors=True)

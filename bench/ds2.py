@@ -147,12 +147,12 @@ def _busy(registry: Any, labels: dict[str, str]) -> float:
 
 def run_once(policy: str, start: str, options: Options, spark: Any, broker: Any, folder: Path,
              log: Callable[[str], None]) -> Run:
+    from sluice.api.scenario import Burst
     from sluice.operator import scaling
     from sluice.operator.autoscaler import Memory
-    from sluice.testing.load import Burst, LoadPlan, generate
-
-    from .executors import ExecutorScaler
-    from .host import QueryHost
+    from sluice.runtime.executors import ExecutorScaler
+    from sluice.runtime.host import QueryHost
+    from sluice.testing.load import LoadPlan, generate
 
     shutil.rmtree(folder, ignore_errors=True)  # a checkpoint of an earlier run would name another topic
     rates = schedule(start, options.rates)
@@ -322,10 +322,9 @@ def plot(runs: list[Run], summary: dict[str, Any], out: Path) -> None:
 
 
 def run(options: Options, policies: list[str], out: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    from sluice.runtime.runner import stop_session
+    from sluice.runtime.session import SessionConfig, build_session
     from sluice.testing.kafka import KafkaBroker
-
-    from .runner import stop_session
-    from .session import SessionConfig, build_session
 
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "kafka", ignore_errors=True)

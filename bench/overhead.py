@@ -75,12 +75,11 @@ def manifest(bootstrap: str, topic: str, trigger: str) -> dict[str, Any]:
 
 def run_child(mode: str, manifest_path: Path, seconds: float, warmup: float, report: Path, trigger: str) -> None:
     """Run the query one way for warm-up + seconds and write its batches' phase times to `report`."""
+    from sluice.runtime.host import QueryHost
+    from sluice.runtime.pipeline import build, spark_name
+    from sluice.runtime.session import SessionConfig, build_session, lane_for
     from sluice.scheduler.core import Scheduler
     from sluice.scheduler.local import LocalScheduler
-
-    from .host import QueryHost
-    from .pipeline import build, spark_name
-    from .session import SessionConfig, build_session, lane_for
 
     query = load_query(yaml.safe_load(manifest_path.read_text()))
     workdir = Path(tempfile.mkdtemp(prefix=f"sluice-overhead-{mode}-"))
@@ -232,7 +231,7 @@ def run(options: Options, out: Path, log: Any = print) -> dict[str, Any]:
                 producer = threading.Thread(target=produce, args=(LoadPlan(topic, options.rate), sent), daemon=True)
                 producer.start()
                 child = subprocess.run(
-                    [sys.executable, "-m", "sluice.runtime.overhead", mode, str(folder / "query.yaml"),
+                    [sys.executable, "-m", "sluice.bench.overhead", mode, str(folder / "query.yaml"),
                      str(options.seconds), str(options.warmup), str(folder / "report.json"), options.trigger],
                     stdout=subprocess.DEVNULL, stderr=(folder / "run.log").open("wb"),
                     timeout=options.seconds + options.warmup + 300, check=False)

@@ -4,7 +4,7 @@ Every rate of a scenario (bursts with them) is scaled by one multiplier m. A pro
 scenario once, exactly as `sluice bench cameo` runs it (a fresh `sluice run` on fresh topics,
 warm-up excluded), and passes when every query kept its SLA over the measured window: at least
 99% of its rows within the SLA for a `critical: true` query, 95% for the others. The search
-(`runtime.capacity`, pure) brackets and bisects m per policy. Policies take turns, one probe each,
+(`bench.capacity_search`, pure) brackets and bisects m per policy. Policies take turns, one probe each,
 so that a time limit leaves every policy with a bracket of about the same width.
 """
 
@@ -20,9 +20,10 @@ from typing import Any
 
 from sluice.api.constants import GATED_POLICIES, POLICIES
 from sluice.api.query import StreamingQuery
+from sluice.api.scenario import Scenario, load_scenario
 
-from . import bench as cameo_bench
-from .capacity import DEFAULT, Probe, Search, bracket, capacity, next_multiplier
+from . import cameo as cameo_bench
+from .capacity_search import DEFAULT, Probe, Search, bracket, capacity, next_multiplier
 
 CRITICAL_ATTAINMENT = 0.99
 """Share of a critical query's rows that must be within its SLA."""
@@ -32,14 +33,14 @@ START_SECONDS = 40.0
 """A probe's time besides the scenario itself (JVM start, the bench's 8 s wait, stopping), until measured."""
 
 
-def scaled(scenario: cameo_bench.Scenario, multiplier: float) -> cameo_bench.Scenario:
+def scaled(scenario: Scenario, multiplier: float) -> Scenario:
     """The scenario with every query's rate multiplied (a burst's factor applies to the scaled rate)."""
     queries = [q.model_copy(update={"load": q.load.model_copy(update={"rate": q.load.rate * multiplier})})
                for q in scenario.queries]
     return scenario.model_copy(update={"queries": queries})
 
 
-def judge(multiplier: float, table: dict[str, Any], scenario: cameo_bench.Scenario,
+def judge(multiplier: float, table: dict[str, Any], scenario: Scenario,
           queries: list[StreamingQuery], report: dict[str, Any] | None = None) -> Probe:
     """One probe's verdict from its per-query figures (`bench.summarize`'s table for one policy).
 
@@ -118,7 +119,7 @@ def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float,
     """Search each policy's capacity; writes results.json, summary.txt and capacity.png into `out`."""
     from sluice.testing.kafka import KafkaBroker
 
-    scenario, queries = cameo_bench.load_scenario(scenario_path)
+    scenario, queries = load_scenario(scenario_path)
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "kafka", ignore_errors=True)
     shutil.rmtree(out / "runs", ignore_errors=True)

@@ -35,7 +35,7 @@ from typing import Any
 from sluice.api.constants import API_VERSION, RUNTIME_CAPACITY
 from sluice.operator.runtime_client import RuntimeUnreachable
 
-from .capacity_bench import BULK_ATTAINMENT, CRITICAL_ATTAINMENT
+from .capacity import BULK_ATTAINMENT, CRITICAL_ATTAINMENT
 
 TENANTS = 20
 PER_APP = (1, 5, 10)
@@ -229,7 +229,7 @@ def summarize_step(before: dict[str, Any], after: dict[str, Any], critical: set[
 
 
 def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str, Any]]:
-    from sluice.scheduler.bench import core_decision_seconds
+    from sluice.bench.scheduler import core_decision_seconds
     from sluice.testing.runtime_process import RuntimeProcess
 
     runtime = RuntimeProcess(out / "shared", master="local[*]", conf=options.conf, capacity=options.capacity)

@@ -20,16 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sluice.api.constants import POLICIES
-from sluice.api.manifest import ManifestErrors, load_query
-from sluice.api.query import KafkaSink, KafkaSource, StreamingQuery
-from sluice.api.units import Duration
+from sluice.api.constants import MASSES, POLICIES
+from sluice.api.query import KafkaSink, StreamingQuery
+from sluice.api.scenario import LoadSpec, Scenario, load_scenario
+from sluice.runtime.latency import weighted_quantile as quantile
 from sluice.scheduler.execution import mode_of
-
-from .latency import MASSES
-from .latency import weighted_quantile as quantile
 
 AUTO = "auto"
 """The variant beside the policies: cameo, with each query in the execution mode its manifest asks
@@ -39,68 +35,6 @@ LANE = "auto-lane"
 """`auto`, but the Real-time queries run in an application of their own (a second `sluice run`,
 as a second Spark application per pool would): what the slot reservation is compared with."""
 VARIANTS = (*POLICIES, AUTO, LANE)
-
-
-class BurstSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    at: Duration
-    length: Duration = Field(alias="for")
-    factor: float = Field(gt=0)
-
-
-class LoadSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    rate: float = Field(gt=0, description="events per second")
-    trigger: Duration | None = None
-    """Overrides spec.trigger.interval."""
-    keys: int = Field(default=100, ge=1)
-    bursts: list[BurstSpec] = Field(default_factory=list)
-
-
-class ScenarioQuery(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    critical: bool = False
-    """A latency-critical query: the ratios are reported for these."""
-    load: LoadSpec
-    manifest: dict[str, Any]
-
-
-class Scenario(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str
-    duration: Duration
-    warmup: Duration = Duration.parse("15s")
-    queries: list[ScenarioQuery] = Field(min_length=1)
-
-
-class ScenarioError(ValueError):
-    pass
-
-
-def load_scenario(path: Path) -> tuple[Scenario, list[StreamingQuery]]:
-    """Read and check a scenario file; every problem is one sentence."""
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ScenarioError(f"{path}: cannot be read ({error.strerror}); check the path.") from None
-    except yaml.YAMLError as error:
-        raise ScenarioError(f"{path}: is not valid YAML ({str(error).splitlines()[0]}).") from None
-    try:
-        scenario = Scenario.model_validate(raw)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ScenarioError(f"{path}: {where}: {first['msg']}.") from None
-    queries = []
-    for i, item in enumerate(scenario.queries):
-        try:
-            query = load_query(item.manifest)
-        except ManifestErrors as errors:
-            raise ScenarioError(f"{path}: queries[{i}].manifest: {errors.errors[0].path}: {errors.errors[0].message}") from None
-        if not isinstance(query.spec.source, KafkaSource):
-            raise ScenarioError(f"{path}: queries[{i}].manifest: spec.source.type must be kafka: the benchmark measures latency from Kafka production time.")
-        queries.append(query)
-    return scenario, queries
 
 
 def _for_run(query: StreamingQuery, load: LoadSpec, bootstrap: str, topic: str, variant: str,
@@ -149,7 +83,8 @@ def await_ready(runs: list[tuple[Path, Any, Path]], timeout: float = READY_SECON
 def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, broker: Any, folder: Path,
              log: Any = print) -> dict[str, Any]:
     """One variant (a policy, or AUTO), one fresh runtime: returns `sluice run`'s report (with timelines)."""
-    from sluice.testing.load import Burst, LoadPlan, generate
+    from sluice.api.scenario import Burst
+    from sluice.testing.load import LoadPlan, generate
 
     # a fresh runtime: a previous benchmark's checkpoints here would name other topics' offsets
     shutil.rmtree(folder, ignore_errors=True)

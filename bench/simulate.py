@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sluice.operator.sla_sizing import ds2_executors
 from sluice.scheduler.simulate import Options as SimOptions
 from sluice.scheduler.simulate import Pool, SimQuery, simulate
-
-from .whatif import ds2_executors
 
 GOAL_SECONDS = 60.0
 """Issue 15: 10,000 queries of 1,000 tenants for 10 simulated minutes in at most this long."""

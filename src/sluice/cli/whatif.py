@@ -28,13 +28,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sluice.api.query import RateSource, StreamingQuery
 from sluice.api.runtime import BatchCosts
+from sluice.api.scenario import Burst, LoadSpec, ScenarioError, load_scenario
 from sluice.api.units import Duration
-from sluice.operator.autoscaler import Bounds, QueryLoad, decide
 from sluice.scheduler import intervals
-from sluice.scheduler.simulate import Result, SimQuery, first_interval
-from sluice.testing.load import Burst
-
-from .bench import LoadSpec, load_scenario
+from sluice.scheduler.simulate import Result, SimQuery
 
 
 class WhatIfError(ValueError):
@@ -96,7 +93,6 @@ def read_rates(path: Path) -> dict[str, DeclaredLoad]:
 def read_scenario(path: Path) -> tuple[list[StreamingQuery], dict[str, DeclaredLoad], tuple[float, float]]:
     """A benchmark scenario: its manifests, each query's load (critical as the scenario says),
     and its span (seconds run: warm-up plus duration; seconds of warm-up), as `sluice bench` runs it."""
-    from .bench import ScenarioError
 
     try:
         scenario, queries = load_scenario(path)
@@ -190,22 +186,6 @@ def sim_queries(queries: Sequence[StreamingQuery], loads: Mapping[str, DeclaredL
             window=window.size.seconds if window else None, delay=mark.delay.seconds if mark else 0.0,
             keys=load.keys if load else 100))
     return out
-
-
-def ds2_executors(queries: Sequence[SimQuery], cores_per_executor: int, utilization: float = 0.7) -> tuple[int, str]:
-    """DS2's executor count for these rates and costs (the operator's `decide`), and its reason.
-
-    Each query's batches are given at two sizes so DS2 fits the same fixed and per-row cost the
-    simulation uses; its interval is the one the runtime would start at."""
-    loads = []
-    for q in queries:
-        interval = first_interval(q)[0] or intervals.MIN_INTERVAL
-        rows = max(q.rate * interval, 1.0)
-        batches = [(rows, q.fixed + q.per_row * rows), (rows * 2, q.fixed + q.per_row * rows * 2)] * 2
-        useful = sum(c for _, c in batches)
-        loads.append(QueryLoad(q.key, q.rate, sum(r for r, _ in batches), useful, batches, interval, q.rate))
-    decision = decide(loads, 1, Bounds(1, 1_000_000, cores_per_executor, utilization), 0.0)
-    return max(decision.wanted, 1), decision.reason.rsplit(": ", 1)[0] + "."
 
 
 def table(result: Result, queries: Sequence[SimQuery], recorded: Mapping[str, Recorded] | None = None) -> str:

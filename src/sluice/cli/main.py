@@ -16,7 +16,7 @@ from sluice.api.query import StreamingQuery
 from sluice.api.runtime import QueryStatus
 
 if TYPE_CHECKING:
-    from sluice.runtime.whatif import Recorded
+    from sluice.cli.whatif import Recorded
     from sluice.scheduler.simulate import Options as SimOptions
     from sluice.scheduler.simulate import SimQuery
 
@@ -199,7 +199,7 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
     simulated span; exits 1 with one sentence on bad input. Without --cores-per-executor or a
     pool, a recording's cores (one local-mode executor with all of them) set the slots per
     executor; without --duration and --warmup, a scenario's span (as `sluice bench` runs it)."""
-    from sluice.runtime import whatif
+    from sluice.cli import whatif
 
     if bool(files) == bool(scenario):
         click.echo("Give the queries either with -f MANIFEST... or with --scenario FILE (one of the two).", err=True)
@@ -236,7 +236,7 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
 def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, cores: int | None, costs: str | None,
              rates: str | None, duration: str | None, warmup: str | None, policy: str | None, executors: int, out: str | None) -> None:
     """Predict each query's p50, p99 and SLA attainment in one pool before deploying (a simulation)."""
-    from sluice.runtime import whatif
+    from sluice.cli import whatif
     from sluice.scheduler.simulate import Pool
     from sluice.scheduler.simulate import simulate as run_simulation
 
@@ -261,13 +261,14 @@ def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None
 def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, cores: int | None, costs: str | None,
          rates: str | None, duration: str | None, warmup: str | None, policy: str | None, max_executors: int, utilization: float) -> None:
     """The fewest executors that keep every SLA (simulated), beside DS2's count that sustains the rates."""
-    from sluice.runtime import whatif
+    from sluice.cli import whatif
+    from sluice.operator.sla_sizing import ds2_executors
     from sluice.scheduler.simulate import Pool
     from sluice.scheduler.simulate import size as search
 
     queries, per_executor, chosen, _, options = _whatif_inputs(
         (*files, *more), scenario, costs, rates, cores, policy, duration, warmup)
-    ds2, why = whatif.ds2_executors(queries, per_executor, utilization)
+    ds2, why = ds2_executors(queries, per_executor, utilization)
     found, runs = search(queries, Pool(1, per_executor, chosen), options, 1, max_executors)
     for n in sorted(runs):
         worst = runs[n].worst()
@@ -404,8 +405,9 @@ def load(topic: str, rate: float, duration: str | None, bursts: tuple[str, ...],
     import json
     import threading
 
+    from sluice.api.scenario import Burst
     from sluice.runtime.runner import install_interrupt
-    from sluice.testing.load import Burst, LoadPlan, generate, main_progress
+    from sluice.testing.load import LoadPlan, generate, main_progress
 
     try:
         plan = LoadPlan(topic, rate, _duration(duration, "--duration"), [Burst.parse(b) for b in bursts], keys)
@@ -534,7 +536,7 @@ def bench_scheduler(clients: int, seconds: float, as_json: bool, core_queries: i
     """Grants/s and round-trip latency of the real sidecar on loopback, and one core decision."""
     import json
 
-    from sluice.scheduler import bench as scheduler_bench
+    from sluice.bench import scheduler as scheduler_bench
 
     click.echo(f"running {clients} client(s) for {seconds:g}s against a real sidecar on loopback ...", err=True)
     try:
@@ -564,7 +566,7 @@ def bench_scheduler(clients: int, seconds: float, as_json: bool, core_queries: i
               help="Writes results.json, summary.txt, overhead.png and each run's files here.")
 def bench_overhead(rounds: int, seconds: float, warmup: float, rate: float, trigger: str, out: str) -> None:
     """Sluice's per-batch cost against plain Spark: one Kafka filter query three ways, side by side."""
-    from sluice.runtime import overhead
+    from sluice.bench import overhead
     from sluice.testing.kafka import KafkaUnavailable
 
     _duration(trigger, "--trigger")
@@ -589,7 +591,8 @@ def bench_overhead(rounds: int, seconds: float, warmup: float, rate: float, trig
               help="Writes results.json, latency.png, cdf.png and each run's files here.")
 def bench_cameo(scenario: str, policies: str, repeat: int, out: str) -> None:
     """Cameo vs Spark's FIFO and FAIR on real Spark with Kafka load: latency per query, side by side."""
-    from sluice.runtime import bench as cameo_bench
+    from sluice.api.scenario import ScenarioError, load_scenario
+    from sluice.bench import cameo as cameo_bench
     from sluice.testing.kafka import KafkaUnavailable
 
     chosen = [p.strip() for p in policies.split(",") if p.strip()]
@@ -598,9 +601,9 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str) -> None:
         click.echo(f"--policies: use some of {', '.join(cameo_bench.VARIANTS)} (got {policies!r}).", err=True)
         sys.exit(1)
     try:
-        cameo_bench.load_scenario(Path(scenario))
+        load_scenario(Path(scenario))
         result = cameo_bench.run(Path(scenario), chosen, repeat, Path(out), log=lambda m: click.echo(m, err=True))
-    except (cameo_bench.ScenarioError, KafkaUnavailable, RuntimeError) as error:
+    except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
         click.echo(str(error), err=True)
         sys.exit(1)
     summary = "\n".join([result["table"], "", *result["ratios"], *result["throughput"]])
@@ -636,7 +639,7 @@ def _counts(value: str, option: str) -> tuple[int, ...]:
 def bench_density(counts: str, per_app: str, warmup: float, window: float, out: str, conf: tuple[str, ...],
                   capacity: int) -> None:
     """How many tenants' queries one pool holds with every SLA kept, and memory per query against one app each."""
-    from sluice.runtime import density_bench
+    from sluice.bench import density as density_bench
     from sluice.testing.kafka import KafkaUnavailable
 
     bad = [c for c in conf if "=" not in c or not c.split("=", 1)[0].startswith("spark.")]
@@ -666,9 +669,10 @@ def bench_density(counts: str, per_app: str, warmup: float, window: float, out: 
               help="Probes per policy at most; at least min(4, this) are made.")
 def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, max_probes: int) -> None:
     """The highest load (one multiplier on every rate) each policy carries with every SLA kept."""
-    from sluice.runtime import bench as cameo_bench
-    from sluice.runtime import capacity_bench
-    from sluice.runtime.capacity import Search
+    from sluice.api.scenario import ScenarioError, load_scenario
+    from sluice.bench import cameo as cameo_bench
+    from sluice.bench import capacity as capacity_bench
+    from sluice.bench.capacity_search import Search
     from sluice.testing.kafka import KafkaUnavailable
 
     chosen = [p.strip() for p in policies.split(",") if p.strip()]
@@ -678,10 +682,10 @@ def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, m
         sys.exit(1)
     search = Search(min_probes=min(4, max_probes), max_probes=max_probes)
     try:
-        cameo_bench.load_scenario(Path(scenario))
+        load_scenario(Path(scenario))
         result = capacity_bench.run(Path(scenario), chosen, Path(out), max_minutes, search,
                                     log=lambda m: click.echo(m, err=True))
-    except (cameo_bench.ScenarioError, KafkaUnavailable, RuntimeError) as error:
+    except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
         click.echo(str(error), err=True)
         sys.exit(1)
     click.echo(capacity_bench.render(result))
@@ -707,7 +711,7 @@ def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, m
 def bench_rescale(strategies: str, stores: str, keys: int, rate: float, steady: float, after: float, out: str,
                   from_results: str | None) -> None:
     """Megaphone's figure: a stateful query's batches while the pool grows 2->4 and shrinks 4->2 (local-cluster)."""
-    from sluice.runtime import rescale_bench
+    from sluice.bench import rescale as rescale_bench
     from sluice.testing.kafka import KafkaUnavailable
 
     if from_results is not None:
@@ -749,7 +753,7 @@ def bench_rescale(strategies: str, stores: str, keys: int, rate: float, steady: 
               help="Writes results.json, table.md, ds2.png and each run's files here.")
 def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: str) -> None:
     """DS2's convergence on real executors (local-cluster), under- and over-provisioned, against a threshold policy."""
-    from sluice.runtime import ds2_bench
+    from sluice.bench import ds2 as ds2_bench
     from sluice.testing.kafka import KafkaUnavailable
 
     chosen = [p.strip() for p in policies.split(",") if p.strip()]
@@ -782,7 +786,7 @@ def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: 
               help="Writes results.json, summary.txt and simulate.png here.")
 def bench_simulate(counts: str, per_tenant: int, duration: str, out: str) -> None:
     """How fast `sluice simulate` runs a large pool (10,000 queries of 1,000 tenants), and each scheduling decision."""
-    from sluice.runtime import simulate_bench
+    from sluice.bench import simulate as simulate_bench
 
     options = simulate_bench.Options(counts=_counts(counts, "--counts"), per_tenant=per_tenant,
                                      duration=_duration(duration, "--duration") or 600.0)
