@@ -15,12 +15,13 @@ from typing import Any
 
 import kopf
 
+from sluice.api.common import ExecutorsStatus, ScalingDecision
 from sluice.api.constants import API_VERSION, GROUP, POOLS, VERSION
 from sluice.api.manifest import ManifestErrors, parse_document
-from sluice.api.pool import StreamingPool
+from sluice.api.pool import StateMigration, StreamingPool, StreamingPoolStatus
 from sluice.api.runtime import QueryStatus
 
-from . import kube, metrics, scaling, settings
+from . import kube, metrics, scaling, settings, status
 from .admission import is_admitted, set_condition
 from .builders import executor_selector, pool_objects, runtime_url
 from .runtime_client import RuntimeClient, RuntimeRefused, RuntimeUnreachable, healthy
@@ -56,14 +57,11 @@ async def reconcile_pool(body: kopf.Body, name: str, meta: kopf.Meta, patch: kop
         url = runtime_url(dict(body), namespace)
         up = await healthy(url)
         conditions = _ready(list((body.get("status") or {}).get("conditions") or []), up, url, meta.get("generation"))
-        patch.status["phase"] = "Running" if up else "Pending"
-        patch.status["conditions"] = conditions
-        patch.status["observedGeneration"] = meta.get("generation")
-        patch.status["policy"] = model.spec.policy
-        patch.status["selector"] = executor_selector(name)
         if up:
             conditions = await _scale(body, name, model, RuntimeClient(url, token), conditions, meta.get("generation"), patch)
-        patch.status["conditions"] = conditions
+        status.write(patch, StreamingPoolStatus.model_validate({
+            "phase": "Running" if up else "Pending", "conditions": conditions, "observedGeneration": meta.get("generation"),
+            "policy": model.spec.policy, "selector": executor_selector(name)}))
         kopf.info(body, reason="Reconciled", message=f"runtime objects applied in {namespace} ({len(objects)} objects).")
     log.info("pool %s reconciled in %.2fs", name, time.perf_counter() - started)
 
@@ -73,15 +71,14 @@ async def sync_pool(body: kopf.Body, name: str, meta: kopf.Meta, patch: kopf.Pat
     url = runtime_url(dict(body), settings.current().namespace)
     up = await healthy(url)
     hosted = [q for q in await asyncio.to_thread(kube.list_queries) if q["spec"].get("pool") == name and is_admitted(q)]
-    patch.status["phase"] = "Running" if up else "Pending"
-    patch.status["queries"] = len(hosted)
     # Ready follows the runtime, not only the last reconcile (a pool created before its runtime is up)
     conditions = _ready(list((body.get("status") or {}).get("conditions") or []), up, url, meta.get("generation"))
-    patch.status["conditions"] = conditions
     token = await asyncio.to_thread(kube.read_token, name)
     if up and token:
-        patch.status["conditions"] = await _scale(body, name, pool_model(body), RuntimeClient(url, token), conditions,
-                                                  meta.get("generation"), patch)
+        conditions = await _scale(body, name, pool_model(body), RuntimeClient(url, token), conditions,
+                                  meta.get("generation"), patch)
+    status.write(patch, StreamingPoolStatus.model_validate({
+        "phase": "Running" if up else "Pending", "queries": len(hosted), "conditions": conditions}))
 
 
 def _ready(conditions: list[dict[str, Any]], up: bool, url: str, generation: int | None) -> list[dict[str, Any]]:
@@ -95,8 +92,8 @@ async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, p
                 generation: int | None) -> scaling.Plan:
     """The executor target (spec.executors, else DS2 on the runtime's measurements); records DS2's
     recommendation and memory in status, and a change as the last scaling decision."""
-    status = body.get("status") or {}
-    current = int((status.get("executors") or {}).get("target") or model.spec.minExecutors)
+    current_status = body.get("status") or {}
+    current = int((current_status.get("executors") or {}).get("target") or model.spec.minExecutors)
     try:
         queries: dict[str, QueryStatus] | None = await runtime.queries()
     except RuntimeRefused:
@@ -107,16 +104,17 @@ async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, p
         executors = None
     moving = executors is not None and executors.pendingMoves > 0
     if executors is not None and executors.placement:
-        placement: dict[str, int | None] = {}
+        placement: dict[str, int] = {}
         for per_query in executors.placement.values():
             for executor, units in per_query.items():
                 placement[executor] = (placement.get(executor) or 0) + units
-        for gone in set((status.get("state") or {}).get("placement") or {}) - set(placement):
-            placement[gone] = None  # a merge patch keeps a map's old keys unless each is nulled
-        patch.status["state"] = {"placement": placement, "pendingMoves": executors.pendingMoves,
-                                 "moves": executors.stateMoves, "movedBytes": executors.stateMovedBytes}
+        gone = set((current_status.get("state") or {}).get("placement") or {}) - set(placement)
+        # a merge patch keeps a map's old keys unless each is nulled
+        status.write(patch, StreamingPoolStatus(state=StateMigration(
+            placement=placement, pendingMoves=executors.pendingMoves, moves=executors.stateMoves,
+            movedBytes=executors.stateMovedBytes)), cleared=[f"state.placement.{executor}" for executor in sorted(gone)])
     sla = await asyncio.to_thread(scaling.sla_count, model, queries)
-    chosen = scaling.plan(model, current, queries, time.time(), scaling.memory(status), generation or 0, moving, sla)
+    chosen = scaling.plan(model, current, queries, time.time(), scaling.memory(current_status), generation or 0, moving, sla)
     auto: dict[str, Any] = {"mode": model.spec.autoscaling.mode, "recommendation": None}
     if chosen.recommendation is not None:
         auto["recommendation"] = {"executors": chosen.recommendation.target, "reason": chosen.recommendation.reason,
@@ -131,16 +129,17 @@ async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, p
                               f"{found.observed:.0f} rows/s of the {found.expected:.0f} expected; DS2 will not grow "
                               f"past {found.to_executors} until the spec changes.")
     if queries is not None:
-        patch.status["reservedSlots"] = sum(q.reserved_slots for q in queries.values())
+        status.write(patch, StreamingPoolStatus(reservedSlots=sum(q.reserved_slots for q in queries.values())))
         lags = [q.kafka_lag for q in queries.values() if q.kafka_lag is not None]
         auto["lagRows"] = sum(lags) if lags else None
     if chosen.memory is not None:
         auto.update(scaling.memory_status(chosen.memory))
-    patch.status["autoscaling"] = auto
+    status.write(patch, StreamingPoolStatus.model_validate({"autoscaling": auto}),  # None: gone (a merge patch nulls it)
+                 cleared=[f"autoscaling.{key}" for key, value in auto.items() if value is None])
     if chosen.decision is not None:
-        patch.status["lastScalingDecision"] = {"time": now_rfc3339(), "fromExecutors": current,
-                                               "toExecutors": chosen.target, "reason": chosen.decision.reason,
-                                               "bound": chosen.decision.bound}
+        status.write(patch, StreamingPoolStatus(lastScalingDecision=ScalingDecision(
+            time=now_rfc3339(), fromExecutors=current, toExecutors=chosen.target, reason=chosen.decision.reason,
+            bound=chosen.decision.bound)))
         kopf.info(body, reason="Autoscaled", message=chosen.why)
     return chosen
 
@@ -152,10 +151,10 @@ def _overload(body: kopf.Body, name: str, chosen: scaling.Plan, conditions: list
     metrics.overloaded(name, chosen.overload is not None)
     if chosen.overload is None:
         if str((body.get("status") or {}).get("message") or "").startswith(OVERLOADED):
-            patch.status["message"] = None  # the overload ended: its sentence goes with it
+            status.write(patch, StreamingPoolStatus(), cleared=["message"])  # the overload ended: its sentence goes
         return set_condition(conditions, "Overloaded", False, "WithinCapacity",
                              "the executors carry the measured demand.", now_rfc3339(), generation)
-    patch.status["message"] = f"{OVERLOADED}{chosen.overload}"
+    status.write(patch, StreamingPoolStatus(message=f"{OVERLOADED}{chosen.overload}"))
     if not was:
         metrics.OVERLOADS.labels(name).inc()
         kopf.warn(body, reason="Overloaded", message=chosen.overload)
@@ -172,7 +171,7 @@ async def _scale(body: kopf.Body, name: str, model: StreamingPool, runtime: Runt
         chosen = await _plan(body, model, runtime, patch, generation)
         target = chosen.target
         conditions = _overload(body, name, chosen, conditions, generation, patch)  # even if the target is refused
-        patch.status["executors"] = {"current": previous, "target": target}
+        status.write(patch, StreamingPoolStatus(executors=ExecutorsStatus(current=previous, target=target)))
         state, asked = await scaling.realize(runtime, target)
     except RuntimeUnreachable as error:
         return set_condition(conditions, "Scaled", False, "RuntimeUnreachable",
@@ -183,7 +182,7 @@ async def _scale(body: kopf.Body, name: str, model: StreamingPool, runtime: Runt
                              now_rfc3339(), generation)
     if asked:
         kopf.info(body, reason="Scaling", message=f"asked the runtime for {target} executors.")
-    patch.status["executors"] = {"current": state.current, "target": target}
+    status.write(patch, StreamingPoolStatus(executors=ExecutorsStatus(current=state.current, target=target)))
     metrics.executors(name, state.current, target)
     done = state.current == target
     return set_condition(conditions, "Scaled", done, "AtTarget" if done else "Scaling",

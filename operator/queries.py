@@ -14,12 +14,11 @@ import kopf
 from sluice.api.constants import GROUP, QUERIES, VERSION
 from sluice.api.manifest import ManifestErrors, load_query
 from sluice.api.pool import StreamingPool
-from sluice.api.query import StreamingQuery
+from sluice.api.query import StreamingQuery, StreamingQueryStatus
 
-from . import kube, metrics, settings, snapshots
+from . import kube, metrics, settings, snapshots, status
 from .admission import Admission, Held, Ledger, admit, batchings, is_admitted, set_condition
 from .builders import runtime_url
-from .display import latency_text, percent_text
 from .pools import pool_model
 from .runtime_client import RuntimeClient, RuntimeRefused, RuntimeUnreachable
 from .timefmt import now_rfc3339
@@ -80,11 +79,9 @@ async def reconcile_query(body: kopf.Body, name: str, namespace: str | None, met
         generation = meta.get("generation")
         conditions = set_condition(conditions, "Admitted", decision.admitted, decision.reason, decision.message,
                                    now_rfc3339(), generation)
-        patch.status["conditions"] = conditions
-        patch.status["observedGeneration"] = generation
+        status.write(patch, StreamingQueryStatus.model_validate({"conditions": conditions, "observedGeneration": generation}))
         if not decision.admitted or pool_body is None:
-            patch.status["phase"] = "Pending"
-            patch.status["message"] = decision.message
+            status.write(patch, StreamingQueryStatus(phase="Pending", message=decision.message))
             metrics.phase(namespace, name, "Pending")
             if retry == 0:
                 kopf.warn(body, reason=decision.reason, message=decision.message)
@@ -99,26 +96,23 @@ async def reconcile_query(body: kopf.Body, name: str, namespace: str | None, met
             registration = await RuntimeClient(url, token).register(*_registration(body, name, namespace, pool_body))
         except RuntimeUnreachable as error:
             message = f"cannot reach pool '{query.spec.pool}' runtime at {url} ({error}); retrying."
-            patch.status["conditions"] = set_condition(conditions, "Registered", False, "RuntimeUnreachable", message,
-                                                       now_rfc3339(), generation)
-            patch.status["phase"] = "Pending"
-            patch.status["message"] = message
+            status.write(patch, StreamingQueryStatus.model_validate({
+                "phase": "Pending", "message": message, "conditions": set_condition(
+                    conditions, "Registered", False, "RuntimeUnreachable", message, now_rfc3339(), generation)}))
             metrics.phase(namespace, name, "Pending")
             raise kopf.TemporaryError(message, delay=5) from None
         except RuntimeRefused as refused:
-            patch.status["conditions"] = set_condition(conditions, "Registered", False, "Rejected", refused.message,
-                                                       now_rfc3339(), generation)
-            patch.status["phase"] = "Failed"
-            patch.status["message"] = refused.message
+            status.write(patch, StreamingQueryStatus.model_validate({
+                "phase": "Failed", "message": refused.message, "conditions": set_condition(
+                    conditions, "Registered", False, "Rejected", refused.message, now_rfc3339(), generation)}))
             metrics.phase(namespace, name, "Failed")
             kopf.warn(body, reason="Rejected", message=refused.message)
             return
         conditions = set_condition(conditions, "Registered", True, "Registered",
                                    f"registered on pool '{query.spec.pool}'.", now_rfc3339(), generation)
-        patch.status["conditions"] = ready(conditions, registration.phase, registration.message, query.spec.pool,
-                                           generation)
-        patch.status["phase"] = registration.phase
-        patch.status["message"] = registration.message
+        status.write(patch, StreamingQueryStatus.model_validate({
+            "phase": registration.phase, "message": registration.message,
+            "conditions": ready(conditions, registration.phase, registration.message, query.spec.pool, generation)}))
         metrics.phase(namespace, name, registration.phase)
         kopf.info(body, reason="Registered", message=f"running on pool '{query.spec.pool}' ({registration.phase}).")
 
@@ -162,10 +156,10 @@ async def _reregister(body: kopf.Body, name: str, namespace: str, runtime: Runti
     try:
         registration = await runtime.register(*_registration(body, name, namespace, pool_body))
     except (RuntimeUnreachable, RuntimeRefused) as error:
-        patch.status["message"] = f"the pool's runtime no longer hosts the query and did not take it again ({error})."
+        status.write(patch, StreamingQueryStatus(
+            message=f"the pool's runtime no longer hosts the query and did not take it again ({error})."))
         return
-    patch.status["phase"] = registration.phase
-    patch.status["message"] = registration.message
+    status.write(patch, StreamingQueryStatus(phase=registration.phase, message=registration.message))
     kopf.info(body, reason="Reregistered",
               message=f"pool '{body['spec'].get('pool')}' runtime restarted; registered again, resuming from the checkpoint "
                       f"({registration.phase}).")
@@ -185,60 +179,35 @@ async def sync_query(body: kopf.Body, name: str, namespace: str | None, meta: ko
     if snapshot.refused:
         return
     if snapshot.statuses is None:
-        patch.status["schedulerMode"] = "unknown"
+        status.write(patch, StreamingQueryStatus(schedulerMode="unknown"))
         return
-    status = snapshot.statuses.get(f"{namespace}/{name}")
-    if status is None:
+    found = snapshot.statuses.get(f"{namespace}/{name}")
+    if found is None:
         # not in the pool's snapshot: registered after it was read, or its driver restarted (a new
         # pod, or the old one rescheduled); asked alone, a runtime that does not host it gets it
         # again, and it resumes from its checkpoint
         try:
-            status = await runtime.status(namespace, name)
+            found = await runtime.status(namespace, name)
         except (RuntimeUnreachable, RuntimeRefused):
             return
-        if status is None:
+        if found is None:
             await _reregister(body, name, namespace, runtime, pool_body, patch)
             return
-    update: dict[str, Any] = {"phase": status.phase, "message": status.message}
     overload = next((c for c in (pool_body.get("status") or {}).get("conditions") or []
                      if c.get("type") == "Overloaded"), None)
-    overloaded = overload is not None and overload.get("status") == "True" and status.input_rate > 0
+    overloaded = overload is not None and overload.get("status") == "True" and found.input_rate > 0
     conditions = list((body.get("status") or {}).get("conditions") or [])
     pool_name = body["spec"].get("pool")
     conditions = set_condition(
         conditions, "Overloaded", overloaded, "PoolOverloaded" if overloaded else "WithinCapacity",
         f"pool '{pool_name}' is overloaded: {overload['message']}" if overloaded and overload else
         f"pool '{pool_name}' carries the measured demand.", now_rfc3339(), meta.get("generation"))
-    update["conditions"] = ready(conditions, status.phase, status.message, pool_name, meta.get("generation"))
-    if overloaded and overload and not status.message:
-        update["message"] = f"pool '{pool_name}' is overloaded: {overload['message']}"
-    if status.p50_ms is not None and status.p99_ms is not None:
-        update["latency"] = {"p50Ms": status.p50_ms, "p99Ms": status.p99_ms, "p99": latency_text(status.p99_ms)}
-    if status.attainment is not None:
-        update["slaAttainment"] = round(status.attainment, 4)
-        update["attainment"] = percent_text(status.attainment)
-        metrics.attainment(namespace, name, status.attainment)
-    update["inputRate"] = round(status.input_rate, 2)
-    update["processingRate"] = round(status.processing_rate, 2)
-    update["batches"] = status.batches
-    update["rows"] = status.rows
-    update["schedulerMode"] = status.scheduler
-    if status.kafka_lag is not None:
-        update["kafkaLag"] = status.kafka_lag
-    if status.producer_rate is not None:
-        update["producerRate"] = round(status.producer_rate, 2)
-    update["bottleneck"] = status.bottleneck
-    update["batchIntervalMs"] = status.interval_ms
-    update["batchIntervalReason"] = status.interval_reason
-    update["execution"] = status.execution
-    update["executionReason"] = status.execution_reason
-    update["reservedSlots"] = status.reserved_slots
-    metrics.phase(namespace, name, status.phase)
-    for key, value in changed((body.get("status") or {}), update).items():
-        patch.status[key] = value
-
-
-def changed(current: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
-    """The fields of `update` that differ from `current`: a status that did not move is not written
-    (no PATCH at all when nothing did)."""
-    return {key: value for key, value in update.items() if current.get(key) != value}
+    message = found.message
+    if overloaded and overload and not found.message:
+        message = f"pool '{pool_name}' is overloaded: {overload['message']}"
+    update, cleared = status.query_status(found, ready(conditions, found.phase, found.message, pool_name,
+                                                       meta.get("generation")), message)
+    if found.attainment is not None:
+        metrics.attainment(namespace, name, found.attainment)
+    metrics.phase(namespace, name, found.phase)
+    status.write(patch, update, body.get("status") or {}, cleared)

@@ -67,16 +67,30 @@ def test_the_ledger_counts_admissions_whose_status_is_not_written_yet() -> None:
 
 
 def test_a_status_sync_writes_only_the_fields_that_moved() -> None:
-    from sluice.operator.queries import changed
+    import kopf
+
+    from sluice.api.common import LatencyStatus
+    from sluice.api.query import StreamingQueryStatus
     from sluice.operator.runtime_client import RuntimeClient
     from sluice.operator.snapshots import Snapshot, fresh
+    from sluice.operator.status import write
+
+    def written(update: StreamingQueryStatus, current: dict[str, object] | None, cleared: tuple[str, ...] = ()) -> dict:
+        patch = kopf.Patch()
+        write(patch, update, current, cleared)
+        return dict(patch.status)
 
     current = {"phase": "Running", "batches": 4, "inputRate": 2.0, "latency": {"p50Ms": 10, "p99Ms": 40}}
-    update = {"phase": "Running", "batches": 5, "inputRate": 2, "latency": {"p50Ms": 10, "p99Ms": 40}, "bottleneck": "x"}
+    update = StreamingQueryStatus(phase="Running", batches=5, inputRate=2, latency=LatencyStatus(p50Ms=10, p99Ms=40),
+                                  bottleneck="x")
     # a JSON integer read back equals the float written (2 == 2.0): no write for it
-    assert changed(current, update) == {"batches": 5, "bottleneck": "x"}
-    assert changed(current, {k: current[k] for k in current}) == {}  # nothing moved: no PATCH
-    assert changed({}, {"batchIntervalMs": None}) == {}  # an absent field stays absent
+    assert written(update, current) == {"batches": 5, "bottleneck": "x"}
+    same = StreamingQueryStatus(phase="Running", batches=4, inputRate=2.0, latency=LatencyStatus(p50Ms=10, p99Ms=40))
+    assert written(same, current) == {}  # nothing moved: no PATCH
+    assert written(StreamingQueryStatus(), {}, ("batchIntervalMs",)) == {}  # an absent field stays absent
+    assert written(StreamingQueryStatus(), {"batchIntervalMs": 500}, ("batchIntervalMs",)) == {"batchIntervalMs": None}
+    # without `current`, every field set is written, and only those (a model's defaults are not)
+    assert written(StreamingQueryStatus(phase="Failed", message="x."), None) == {"phase": "Failed", "message": "x."}
     assert not fresh(None, 100.0, 5.0)
     read_at_90 = Snapshot(90.0, RuntimeClient("http://127.0.0.1:1", "t"), {}, {})
     assert fresh(read_at_90, 94.9, 5.0) and not fresh(read_at_90, 95.0, 5.0)

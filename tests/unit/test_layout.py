@@ -50,3 +50,14 @@ def test_the_layers_hold_and_a_wrong_import_breaks_them(tmp_path: Path) -> None:
     assert broken.returncode != 0
     assert "sluice.runtime.scratch_wrong -> sluice.operator.kube" in broken.stdout
     assert "sluice.scheduler.scratch_kit -> sluice.testing.load" in broken.stdout
+
+
+def test_the_operator_writes_status_only_through_the_status_models() -> None:
+    """`operator/status.py` is the one place a status key is written (through the api's status
+    models); a handler writing `patch.status[...]` by hand would bypass the models' types."""
+    import re
+
+    by_hand = [f"{path.name}:{n}" for path in sorted((ROOT / "operator").glob("*.py")) if path.name != "status.py"
+               for n, line in enumerate(path.read_text().splitlines(), 1)
+               if re.search(r"patch\s*\.\s*status\s*(\[|\.update|\.setdefault|\s*=)", line)]
+    assert by_hand == []
