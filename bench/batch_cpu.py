@@ -6,7 +6,7 @@ median of Spark's batch phases (durationMs) over the batches Spark keeps (its la
 
     .venv/bin/python bench/batch_cpu.py [--queries 4] [--warmup 90] [--seconds 60] [--conf KEY=VALUE ...]
 
-`--conf` overrides a session setting, to measure one change against the default (README,
+`--conf` overrides a session setting, to measure one change against the default (docs/performance.md,
 Density: "Per-batch costs"); `SLUICE_DRIVER_JIT=c1` in the environment runs the driver's JVM
 with C1 alone (`runtime/session.py`). One fresh process per run; nothing else should run meanwhile.
 """

@@ -52,7 +52,7 @@ about 20 processes per micro-batch of a filter, measured with `strace` and the k
 counter. Through the FileSystem API on the raw local filesystem it is 4 (the `chmod`s).
 Measured here: the checksums cost the two log writes 41-55 ms against 20-30 ms without (a 300
 rows/s filter, 200 ms trigger, idle machine; the whole trigger 141-172 ms against 101-118 ms);
-the processes' own CPU was 33-36 ms a micro-batch against 7 ms (README, Density). Rename keeps
+the processes' own CPU was 33-36 ms a micro-batch against 7 ms (docs/performance.md, Density). Rename keeps
 each write atomic on a local filesystem; on an object store neither of Spark's writers is."""
 
 
@@ -145,7 +145,7 @@ micro-batch's 182 ms of CPU (C1 alone: 3 of 108), after 240 s (alone) 27 of 111 
 stream thread 40 against 33 ms, planning 22 against 17 ms). C1 alone is a warm-up gain and a
 steady-state loss, and runs a tight task loop in local mode about 5x slower: the default stays
 HotSpot's. `c1` suits a runtime that must drain a backlog right after it starts (the two-tenants
-scenario, 20 s after start, kept more rows within SLA with it twice each way); README, Density,
+scenario, 20 s after start, kept more rows within SLA with it twice each way); docs/performance.md, Density,
 "Per-batch costs"."""
 
 
@@ -156,7 +156,7 @@ shared core). Every other priority stays at nice 0: by HotSpot's own table the J
 and the garbage collector's threads (priority 9) would run at -4, above every task (measured
 here: cameo's critical filter lost rows to it), and a few of Spark's threads (priority 2) at 2.
 HotSpot refuses a mapping below -1, and lowering the bulk tasks instead lost them their CPU to
-every other process (README, "The urgent lane")."""
+every other process (docs/architecture.md, "The urgent lane")."""
 LANE_ENV = "SLUICE_URGENT_LANE"
 """0 turns a gated pool's urgent lane off (a measurement knob, like SLUICE_JVM_SINK)."""
 LANE_SLOTS_PER_CORE = 8

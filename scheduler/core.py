@@ -415,7 +415,7 @@ class Scheduler:
         in the first band after the urgent ones: going first cannot bring it back within its SLA,
         and in an urgent band it would take the cores from batches that still can (a windowed
         aggregation's catch-up batch after its cold start, priced at 96 s, sat in band0 beside a
-        critical filter; README, "Late batches"). One late by less keeps band0: a tight query
+        critical filter; docs/architecture.md, "Late batches"). One late by less keeps band0: a tight query
         that fell behind (a 5 s funnel) catches up there, where in a bulk band it fell further."""
         if not self.policy.uses_bands:
             return DEFAULT_BAND

@@ -25,7 +25,7 @@ DRIVER_SECONDS_PER_BATCH = 0.12
 light queries spent 0.5 cores at 4 batches/s and 1.14 cores at about 10 (issue 24's table),
 0.11-0.125 s a batch with plain pyspark. Sluice's runtime measured 0.35 CPU s a batch alone in
 its density benchmark (0.28 cores at 0.8 batches/s, Kafka consumers and its own threads
-included; README, Density); what each further batch adds there is close to this: 0.118 and
+included; docs/performance.md, Density); what each further batch adds there is close to this: 0.118 and
 0.133 CPU s (the runtime's CPU between 10 and 50 queries over its batches a second, 2026-11-26
 and 2026-11-25)."""
 

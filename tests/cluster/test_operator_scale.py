@@ -10,7 +10,7 @@ apiserver's own `apiserver_request_total`.
 
 Opt in (`pytest -m scale tests/cluster/test_operator_scale.py -s`): about 3 minutes alone on this
 machine (2026-11-27, three runs: all 200 Running 61-77 s after the apply, p50 39-52 s, the
-operator's RSS 162-165 MB; figures in README under "The operator"). It stays out of `make test`, which it would
+operator's RSS 162-165 MB; figures in docs/operator.md). It stays out of `make test`, which it would
 take past its 45-minute budget; its first run (2026-11-25, beside a Go build) did not finish
 within pytest's 600 s.
 """

@@ -206,7 +206,7 @@ def test_a_pool_runs_its_driver_and_executors_as_pods(release: NodeCluster) -> N
 def test_the_pools_network_policies_select_its_real_pods(release: NodeCluster) -> None:
     """Each NetworkPolicy of the pool selects the pods it means, by the labels those pods really carry
     (Spark's own `spark-role` on executor pods, the chart's on the operator pod). This node's bridge
-    plugin does not enforce NetworkPolicy, and no plugin that does builds here (README), so this checks
+    plugin does not enforce NetworkPolicy, and no plugin that does builds here (docs/development.md), so this checks
     selection, not enforcement. The metrics port serves /metrics without the control API's token."""
     node = release
 

@@ -1,4 +1,4 @@
-"""`sluice bench scheduler` keeps its JSON contract (figures themselves live in README, measured)."""
+"""`sluice bench scheduler` keeps its JSON contract (figures themselves live in docs/performance.md, measured)."""
 
 from __future__ import annotations
 

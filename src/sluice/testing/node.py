@@ -8,7 +8,7 @@ included; DNS names resolve through CoreDNS, which runs on the host behind a sel
 `kube-dns` Service. Images come from `images/build-local.sh` (no registry) and are imported into
 containerd before the kubelet starts.
 
-What this machine taught (README, Development): runc cannot write oom_score_adj here, so
+What this machine taught (docs/development.md): runc cannot write oom_score_adj here, so
 containerd runs with `restrict_oom_score_adj` and kube-proxy with `--oom-score-adj 0`; kubelet
 1.34 must be told that cgroup v1 is allowed; the apiserver reaches the kubelet by the node's IP.
 
