@@ -115,7 +115,7 @@ trap 'rm -rf "$wheel_dir"' EXIT
 wheel="$(ls "$wheel_dir"/*.whl)"
 app() {
   local name="$1" base_dir="$2" tag="$3"; shift 3
-  local key; key="$( (echo "$base_dir $tag $*"; "$PYTHON" -c 'import sys, zipfile; w = zipfile.ZipFile(sys.argv[1]); [sys.stdout.buffer.write(w.read(n)) for n in sorted(w.namelist())]' "$wheel" | sha256sum; cat "$root/images/entrypoint.sh" "$root/images/kafka-connector-pom.xml" "$root"/runtime/java/dev/sluice/sink/*.java) | sha256sum | cut -c1-16)"
+  local key; key="$( (echo "$base_dir $tag $*"; "$PYTHON" -c 'import sys, zipfile; w = zipfile.ZipFile(sys.argv[1]); [sys.stdout.buffer.write(w.read(n)) for n in sorted(w.namelist())]' "$wheel" | sha256sum; cat "$root/images/entrypoint.sh" "$root/images/kafka-connector-pom.xml" "$root"/runtime/java/pom.xml "$root"/runtime/java/dev/sluice/sink/*.java) | sha256sum | cut -c1-16)"
   local out="$cache/$name-$key.tar"
   if [[ -s "$out" ]]; then echo "$name $out $tag"; return; fi
   say "building the $name image ($tag) ..."

@@ -10,14 +10,11 @@ COPY images/kafka-connector-pom.xml /pom.xml
 # in the next stage.
 RUN mvn -q -B -f /pom.xml -Dspark.version=4.2.0 dependency:copy-dependencies -DoutputDirectory=/jars -DincludeScope=runtime
 
-# Sluice's JVM sink (runtime/jvm_sink.py), compiled against pyspark's own jars: the image has no JDK
+# Sluice's JVM sink, built by its own build file (runtime/java/pom.xml), as runtime/jvm_sink.py
+# builds it: the image has no JDK
 FROM maven:3-eclipse-temurin-17 AS sink
-RUN apt-get update && apt-get install -y --no-install-recommends python3-pip \
-    && pip install --no-cache-dir --break-system-packages pyspark==4.2.0
 COPY runtime/java /java
-RUN jars="$(python3 -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars" \
-    && javac --release 17 -cp "$jars/*" -d /classes $(find /java -name '*.java') \
-    && jar cf /sluice-sink.jar -C /classes .
+RUN mvn -q -B -f /java/pom.xml -Dsluice.build=/build -Dspark.version=4.2.0 package && cp /build/sluice-sink.jar /sluice-sink.jar
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-pip python-is-python3 \

@@ -29,7 +29,7 @@ With executors to decommission (`session.DECOMMISSION`, on for every session wit
 manager), a graceful removal decommissions the victim instead (`decommissionExecutors`): it takes
 no new task, finishes its running ones, hands its shuffle files to the executors that stay, and
 exits. A kill, even of an idle executor, took the map outputs of the batch in flight with it,
-and that batch's next stage failed its fetches and ran the map stage again (5-6 s per kill in
+and that batch's next stage failed its fetches and ran the map stage again (seconds per kill in
 `sluice bench rescale`). A forced removal after the grace is still a kill.
 
 `plan` is pure (executors, target, now in, one step out); `ExecutorScaler` is the thin shell:

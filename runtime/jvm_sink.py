@@ -1,18 +1,18 @@
 """Sluice's JVM sink: the gate and the latency measurement inside Spark's own write of each batch.
 
 `foreachBatch` costs every micro-batch a call into Python and a second plan for the batch's write
-(measured 2026-11-26: `addBatch` 126 ms written by a Java batch function against 142 ms by a
-Python one, and 102 ms by Spark's own noop sink, one Kafka filter at 1,000 events/s). The sink in
+(docs/performance.md, "Sluice's JVM sink"). The sink in
 `runtime/java/dev/sluice/sink/` (`GatedSinkProvider`) wraps Spark's noop and Kafka sinks instead:
 Spark writes to it in the batch's one plan; on the stream thread, just before the batch's tasks, it
 asks the query's gate (one py4j call, only when a scheduler gates the pool) and sets the granted
 FAIR pool; its tasks note each row's age; its commit reports the batch in the progress event's
 `sink.metrics` (`SinkMetric`), which the host reads off the batch path.
 
-The jar is built here from those sources with the JDK's `javac` against pyspark's own jars and
-cached by content (`~/.cache/sluice/jars/`); an image bakes it in and names it with SLUICE_SINK_JAR.
-Without a jar (no JDK, or `SLUICE_JVM_SINK=0`) every query is written through `foreachBatch`, as
-before, and the host says so once in its log.
+The jar is built from those sources by their own build file (`runtime/java/pom.xml`: Maven, Spark
+`provided` at the installed pyspark's version, resolved from Maven Central) and cached by the
+sources' hash (`~/.cache/sluice/jars/`); the images bake the same build in and name it with
+SLUICE_SINK_JAR. Without a jar (no JDK or Maven, or `SLUICE_JVM_SINK=0`) every query is written
+through `foreachBatch`, and the host says so once in its log.
 """
 
 from __future__ import annotations
@@ -74,17 +74,17 @@ def _digest() -> str:
     import pyspark
 
     h = hashlib.sha256(pyspark.__version__.encode())
-    for source in sorted(SOURCES.rglob("*.java")):
+    for source in sorted([*SOURCES.rglob("*.java"), SOURCES / "pom.xml"]):
         h.update(source.relative_to(SOURCES).as_posix().encode())
         h.update(source.read_bytes())
     return h.hexdigest()[:12]
 
 
-def _javac() -> str | None:
+def _maven() -> str | None:
+    found = shutil.which("mvn")
     home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "javac").exists():
-        return str(Path(home) / "bin" / "javac")
-    return shutil.which("javac")
+    javac = (Path(home) / "bin" / "javac").exists() if home else shutil.which("javac") is not None
+    return found if found and javac else None
 
 
 @cache
@@ -98,43 +98,37 @@ def jar() -> Path | None:
             return Path(baked)
         log.warning("%s names %s, which does not exist; batches go through foreachBatch.", JAR_ENV, baked)
         return None
-    if not SOURCES.is_dir():
+    if not (SOURCES / "pom.xml").is_file():
         return None
     target = CACHE / f"sluice-sink-{_digest()}.jar"
     if target.exists():
         return target
-    javac = _javac()
-    if javac is None:
-        log.warning("no JDK (javac) to build Sluice's sink; batches go through foreachBatch.")
+    maven = _maven()
+    if maven is None:
+        log.warning("no JDK (javac) and Maven (mvn) to build Sluice's sink; batches go through foreachBatch.")
         return None
     try:
-        _build(javac, target)
+        _build(maven, target)
     except (OSError, subprocess.CalledProcessError) as failed:
-        log.warning("building Sluice's sink failed (%s); batches go through foreachBatch.", failed)
+        detail = (getattr(failed, "stdout", "") or "").strip().splitlines()[-3:]
+        log.warning("building Sluice's sink failed (%s%s); batches go through foreachBatch.", failed,
+                    f": {' '.join(detail)}" if detail else "")
         return None
     return target
 
 
-def _build(javac: str, target: Path) -> None:
-    """Compile SOURCES against pyspark's jars into `target` (atomically: parallel builds are safe)."""
+def _build(maven: str, target: Path) -> None:
+    """`mvn package` with the sources' own build file into `target` (atomically: parallel builds are
+    safe), against the Spark of the installed pyspark."""
     import pyspark
 
-    classpath = str(Path(pyspark.__file__).parent / "jars" / "*")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="sluice-sink-") as work:
-        classes = Path(work) / "classes"
-        sources = [str(p) for p in sorted(SOURCES.rglob("*.java"))]
-        subprocess.run([javac, "-nowarn", "-encoding", "UTF-8", "--release", "17", "-cp", classpath,
-                        "-d", str(classes), *sources], check=True, capture_output=True)
-        jar_tool = Path(javac).with_name("jar")
-        built = Path(work) / target.name
-        if jar_tool.exists():
-            subprocess.run([str(jar_tool), "cf", str(built), "-C", str(classes), "."], check=True, capture_output=True)
-        else:  # a jar is a zip
-            shutil.make_archive(str(built.with_suffix("")), "zip", classes)
-            built.with_suffix(".zip").rename(built)
+        subprocess.run([maven, "-q", "-B", "-f", str(SOURCES / "pom.xml"), f"-Dsluice.build={work}",
+                        f"-Dspark.version={pyspark.__version__}", "package"],
+                       check=True, capture_output=True, text=True, cwd=work)
         staged = target.parent / f".{target.name}.{os.getpid()}.tmp"  # one per builder
-        os.replace(shutil.copy(built, staged), target)
+        os.replace(shutil.copy(Path(work) / "sluice-sink.jar", staged), target)
 
 
 def session_conf() -> dict[str, str]:
@@ -177,5 +171,5 @@ if __name__ == "__main__":  # images/build-local.sh: build (or reuse) the jar an
 
     built = jar()
     if built is None:
-        sys.exit("Sluice's sink could not be built here: it needs a JDK's javac (see the warning above).")
+        sys.exit("Sluice's sink could not be built here: it needs a JDK and Maven (see the warning above).")
     print(built)

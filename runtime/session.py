@@ -49,10 +49,9 @@ stateful query its state files). Hadoop's local filesystem without its native li
 pyspark has none) runs a process for every permission change (`chmod` after each file it
 creates) and, through FileContext, for every symlink check (`readlink`, twice per rename):
 about 20 processes per micro-batch of a filter, measured with `strace` and the kernel's PID
-counter. Through the FileSystem API on the raw local filesystem it is 4 (the `chmod`s).
-Measured here: the checksums cost the two log writes 41-55 ms against 20-30 ms without (a 300
-rows/s filter, 200 ms trigger, idle machine; the whole trigger 141-172 ms against 101-118 ms);
-the processes' own CPU was 33-36 ms a micro-batch against 7 ms (docs/performance.md, Density). Rename keeps
+counter. Through the FileSystem API on the raw local filesystem it is 4 (the `chmod`s). The
+checksums and the processes cost a filter's micro-batch a third of its time (measured:
+docs/architecture.md, "Measurements behind the design"). Rename keeps
 each write atomic on a local filesystem; on an object store neither of Spark's writers is."""
 
 
@@ -138,14 +137,10 @@ JIT_ENV = "SLUICE_DRIVER_JIT"
 """`tiered` (the default) or `c1`: the driver JVM's JIT compilers (`JIT_OPTIONS`)."""
 JIT_OPTIONS = {"tiered": "", "c1": "-XX:TieredStopAtLevel=1"}
 """The driver JVM's JIT compilers: HotSpot's default (`tiered`: C1, then C2 for hot code), or C1
-alone. Measured with `bench/batch_cpu.py` (4 filters, local[2], 1 s trigger): C2 recompiles Spark's
-planner for minutes (Catalyst's tree rewrites are megamorphic: about 30 deoptimizations a second
-two minutes in), so after 60 s of warm-up (beside a Go build) the compiler threads took 73 of a
-micro-batch's 182 ms of CPU (C1 alone: 3 of 108), after 240 s (alone) 27 of 111 (C1 alone: 91, its
-stream thread 40 against 33 ms, planning 22 against 17 ms). C1 alone is a warm-up gain and a
-steady-state loss, and runs a tight task loop in local mode about 5x slower: the default stays
-HotSpot's. `c1` suits a runtime that must drain a backlog right after it starts (the two-tenants
-scenario, 20 s after start, kept more rows within SLA with it twice each way); docs/performance.md, Density,
+alone. C2 recompiles Spark's planner for minutes (Catalyst's tree rewrites are megamorphic), so
+C1 alone is a warm-up gain and a steady-state loss (and runs a tight task loop in local mode
+about 5x slower): the default stays HotSpot's; `c1` suits a runtime that must drain a backlog
+right after it starts. Measured with `bench/batch_cpu.py`: docs/performance.md, Density,
 "Per-batch costs"."""
 
 

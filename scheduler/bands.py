@@ -7,8 +7,9 @@ order applies at each task launch.
 
 Weights alone do not order a pool of two cores: Spark's FAIR comparator gives a free slot to the
 pool with the fewest running tasks per weight, so a bulk band with none running (0/1) beats an
-urgent band running one (1/16), and an urgent batch keeps one core at best (measured 2026-11-26:
-cameo's critical filters at 83% within SLA where fair's per-tenant pools kept 98-99%). So the
+urgent band running one (1/16), and an urgent batch keeps one core at best (measured: cameo's
+critical filters kept fewer rows within SLA than fair's per-tenant pools; docs/architecture.md,
+"Measurements behind the design"). So the
 urgent bands (slack below URGENT_SLACK) also get a minimum share no pool reaches: Spark serves a
 pool below its minimum share before any pool at or above it, so an urgent batch's pending tasks
 take every slot that frees before a bulk batch's do.

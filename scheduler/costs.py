@@ -10,8 +10,8 @@ grows with its rows. The model learns both online:
   outlier (a fetch-failure retry) cannot swing it. Over a query's first `warmup` batches it is
   the cheapest of them instead: those run on a cold JVM (class loading, code generation, the
   first state stores), and seeding the EWMA with one priced a windowed aggregation's next batches
-  10x high for a minute (two-tenants, 2026-11-26: 266 s predicted, 8 s taken), which put them in
-  the wrong bands; once warm, the cold batches stay in the line clipped to 4x the prediction;
+  about 30x high for a minute, which put them in the wrong bands (measured: docs/architecture.md,
+  "Measurements behind the design"); once warm, the cold batches stay in the line clipped to 4x the prediction;
 - once recent batches differ in size (3x or more), a least-squares line through them replaces
   both, so a burst's first large batch is estimated pessimistically and later ones truly;
 - a safety margin: a high quantile of recent relative residuals, so the estimate is conservative.

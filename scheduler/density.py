@@ -21,13 +21,9 @@ from dataclasses import dataclass
 from .intervals import COMMIT_PRIOR, FIXED_PRIOR, MIN_INTERVAL, Costs, choose
 
 DRIVER_SECONDS_PER_BATCH = 0.12
-"""Driver CPU seconds per micro-batch of a light query, measured here: a 2-core driver hosting N
-light queries spent 0.5 cores at 4 batches/s and 1.14 cores at about 10 (issue 24's table),
-0.11-0.125 s a batch with plain pyspark. Sluice's runtime measured 0.35 CPU s a batch alone in
-its density benchmark (0.28 cores at 0.8 batches/s, Kafka consumers and its own threads
-included; docs/performance.md, Density); what each further batch adds there is close to this: 0.118 and
-0.133 CPU s (the runtime's CPU between 10 and 50 queries over its batches a second, 2026-11-26
-and 2026-11-25)."""
+"""Driver CPU seconds per micro-batch of a light query: what each further batch adds to a driver
+hosting many light queries (the measurements it comes from: docs/architecture.md, "Measurements
+behind the design")."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ class LocalScheduler:
     def _pump(self, wake: bool = False) -> None:
         """Dispatch, and wake the waiting threads only if a batch was granted (or `wake`): a waiter
         woken for nothing pumps again, and with every wake-up waking all the others, two held
-        batches kept each other spinning (measured: 0.7 of the 2 cores with ten queries)."""
+        batches kept each other spinning (most of a core with ten queries)."""
         granted = self.core.dispatch(self.clock())
         for grant in granted:
             self._granted[(grant.query, grant.batch_id)] = grant

@@ -58,3 +58,16 @@ def test_a_batch_report_gives_production_times_oldest_first() -> None:
 def test_a_progress_without_the_sink_s_report_is_the_observed_path() -> None:
     assert _sink_report(SimpleNamespace(batchId=1, sink=SimpleNamespace(metrics={}))) is None
     assert _sink_report(SimpleNamespace(batchId=1, sink=None)) is None
+
+
+def test_the_sinks_build_file_pins_the_spark_that_pyproject_pins() -> None:
+    """One Spark version: pyproject's pyspark pin, the sink's build file and the Dockerfiles' builds."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    pinned = re.search(r'"pyspark==([0-9.]+)"', (root / "pyproject.toml").read_text())
+    pom = re.search(r"<spark.version>([0-9.]+)</spark.version>", (root / "runtime" / "java" / "pom.xml").read_text())
+    assert pinned and pom and pinned.group(1) == pom.group(1)
+    docker = (root / "images" / "runtime.Dockerfile").read_text()
+    assert "-f /java/pom.xml" in docker and f"-Dspark.version={pinned.group(1)}" in docker
