@@ -210,8 +210,13 @@ def _status_columns() -> list[dict[str, Any]]:
         {"name": "Attainment", "type": "string", "jsonPath": ".status.attainment",
          "description": "share of rows within the latency target"},
         {"name": "Executors", "type": "integer", "jsonPath": ".status.executors.current"},
+        {"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status",
+         "description": "the Ready condition (kubectl wait --for=condition=Ready)"},
         {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        {"name": "Bottleneck", "type": "string", "jsonPath": ".status.bottleneck", "priority": 1,
+         "description": "what leads recent batches' critical path"},
+        {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
     ]
 
 

@@ -50,7 +50,15 @@ async def reconcile_pool(body: kopf.Body, name: str, meta: kopf.Meta, patch: kop
     started = time.perf_counter()
     namespace = settings.current().namespace
     with metrics.reconcile("StreamingPool"):
-        model = pool_model(body)
+        try:
+            model = pool_model(body)
+        except kopf.PermanentError as invalid:  # the spec: a person must fix it
+            generation = meta.get("generation")
+            status.write(patch, StreamingPoolStatus.model_validate({
+                "phase": "Failed", "message": str(invalid), "observedGeneration": generation,
+                "conditions": status.health(list((body.get("status") or {}).get("conditions") or []), "Failed",
+                                            "InvalidSpec", str(invalid), now_rfc3339(), generation)}))
+            raise
         token = await asyncio.to_thread(kube.read_token, name) or secrets.token_urlsafe(32)
         objects = pool_objects(dict(body), model, namespace, token)
         await asyncio.to_thread(kube.apply, objects)
@@ -78,12 +86,14 @@ async def sync_pool(body: kopf.Body, name: str, meta: kopf.Meta, patch: kopf.Pat
         conditions = await _scale(body, name, pool_model(body), RuntimeClient(url, token), conditions,
                                   meta.get("generation"), patch)
     status.write(patch, StreamingPoolStatus.model_validate({
-        "phase": "Running" if up else "Pending", "queries": len(hosted), "conditions": conditions}))
+        "phase": "Running" if up else "Pending", "queries": len(hosted), "conditions": conditions,
+        "observedGeneration": meta.get("generation")}))
 
 
 def _ready(conditions: list[dict[str, Any]], up: bool, url: str, generation: int | None) -> list[dict[str, Any]]:
-    """The pool's Ready condition (kstatus): its runtime answers."""
-    return set_condition(conditions, "Ready", up, "RuntimeReady" if up else "RuntimeStarting",
+    """The pool's Ready, Stalled and Reconciling conditions (kstatus): Ready once its runtime answers,
+    Reconciling while it starts."""
+    return status.health(conditions, "Running" if up else "Pending", "RuntimeReady" if up else "RuntimeStarting",
                          f"the runtime answers at {url}." if up else f"waiting for the runtime at {url}.",
                          now_rfc3339(), generation)
 

@@ -39,12 +39,11 @@ def start_admissions() -> None:
 
 def ready(conditions: list[dict[str, Any]], phase: str, message: str, pool: str, generation: int | None
           ) -> list[dict[str, Any]]:
-    """The kstatus `Ready` condition: True while the query runs on its pool, else its phase and why
-    (`kubectl wait --for=condition=Ready sq/NAME`, Argo CD and Flux health checks read it)."""
-    running = phase == "Running"
-    return set_condition(conditions, "Ready", running, "Running" if running else phase,
-                         f"running on pool '{pool}'." if running else (message or f"the query is {phase}."),
-                         now_rfc3339(), generation)
+    """`Ready`, `Stalled` and `Reconciling` for a phase the runtime reports (`status.health`): Ready while
+    the query runs on its pool (`kubectl wait --for=condition=Ready sq/NAME`), Stalled when it failed."""
+    reason = {"Running": "Running", "Suspended": "Suspended", "Failed": "Failed"}.get(phase, "Starting")
+    return status.health(conditions, phase, reason, message, now_rfc3339(), generation,
+                         f"running on pool '{pool}'." if phase == "Running" else "")
 
 
 async def _admission(body: kopf.Body, name: str, ns: str) -> tuple[StreamingQuery, dict[str, Any] | None, Admission]:
@@ -74,14 +73,24 @@ async def reconcile_query(body: kopf.Body, name: str, namespace: str | None, met
                           retry: int, **_: Any) -> None:
     namespace = namespace or "default"
     with metrics.reconcile("StreamingQuery"):
-        query, pool_body, decision = await _admission(body, name, namespace)
         conditions = list((body.get("status") or {}).get("conditions") or [])
         generation = meta.get("generation")
+        try:
+            query, pool_body, decision = await _admission(body, name, namespace)
+        except kopf.PermanentError as invalid:  # the manifest: no retry helps, a person must fix it
+            status.write(patch, StreamingQueryStatus.model_validate({
+                "phase": "Failed", "message": str(invalid), "observedGeneration": generation,
+                "conditions": status.health(conditions, "Failed", "InvalidSpec", str(invalid), now_rfc3339(),
+                                            generation)}))
+            metrics.phase(namespace, name, "Failed")
+            raise
         conditions = set_condition(conditions, "Admitted", decision.admitted, decision.reason, decision.message,
                                    now_rfc3339(), generation)
         status.write(patch, StreamingQueryStatus.model_validate({"conditions": conditions, "observedGeneration": generation}))
         if not decision.admitted or pool_body is None:
-            status.write(patch, StreamingQueryStatus(phase="Pending", message=decision.message))
+            status.write(patch, StreamingQueryStatus.model_validate({
+                "phase": "Pending", "message": decision.message, "conditions": status.health(
+                    conditions, "Pending", decision.reason, decision.message, now_rfc3339(), generation)}))
             metrics.phase(namespace, name, "Pending")
             if retry == 0:
                 kopf.warn(body, reason=decision.reason, message=decision.message)
@@ -96,15 +105,19 @@ async def reconcile_query(body: kopf.Body, name: str, namespace: str | None, met
             registration = await RuntimeClient(url, token).register(*_registration(body, name, namespace, pool_body))
         except RuntimeUnreachable as error:
             message = f"cannot reach pool '{query.spec.pool}' runtime at {url} ({error}); retrying."
+            conditions = set_condition(conditions, "Registered", False, "RuntimeUnreachable", message, now_rfc3339(),
+                                       generation)
             status.write(patch, StreamingQueryStatus.model_validate({
-                "phase": "Pending", "message": message, "conditions": set_condition(
-                    conditions, "Registered", False, "RuntimeUnreachable", message, now_rfc3339(), generation)}))
+                "phase": "Pending", "message": message, "conditions": status.health(
+                    conditions, "Pending", "RuntimeUnreachable", message, now_rfc3339(), generation)}))
             metrics.phase(namespace, name, "Pending")
             raise kopf.TemporaryError(message, delay=5) from None
         except RuntimeRefused as refused:
+            conditions = set_condition(conditions, "Registered", False, "Rejected", refused.message, now_rfc3339(),
+                                       generation)
             status.write(patch, StreamingQueryStatus.model_validate({
-                "phase": "Failed", "message": refused.message, "conditions": set_condition(
-                    conditions, "Registered", False, "Rejected", refused.message, now_rfc3339(), generation)}))
+                "phase": "Failed", "message": refused.message, "conditions": status.health(
+                    conditions, "Failed", "Rejected", refused.message, now_rfc3339(), generation)}))
             metrics.phase(namespace, name, "Failed")
             kopf.warn(body, reason="Rejected", message=refused.message)
             return
@@ -159,7 +172,11 @@ async def _reregister(body: kopf.Body, name: str, namespace: str, runtime: Runti
         status.write(patch, StreamingQueryStatus(
             message=f"the pool's runtime no longer hosts the query and did not take it again ({error})."))
         return
-    status.write(patch, StreamingQueryStatus(phase=registration.phase, message=registration.message))
+    conditions = list((body.get("status") or {}).get("conditions") or [])
+    status.write(patch, StreamingQueryStatus.model_validate({
+        "phase": registration.phase, "message": registration.message,
+        "conditions": ready(conditions, registration.phase, registration.message, body["spec"].get("pool"),
+                            body.get("metadata", {}).get("generation"))}))
     kopf.info(body, reason="Reregistered",
               message=f"pool '{body['spec'].get('pool')}' runtime restarted; registered again, resuming from the checkpoint "
                       f"({registration.phase}).")
@@ -207,6 +224,7 @@ async def sync_query(body: kopf.Body, name: str, namespace: str | None, meta: ko
         message = f"pool '{pool_name}' is overloaded: {overload['message']}"
     update, cleared = status.query_status(found, ready(conditions, found.phase, found.message, pool_name,
                                                        meta.get("generation")), message)
+    update.observedGeneration = meta.get("generation")
     if found.attainment is not None:
         metrics.attainment(namespace, name, found.attainment)
     metrics.phase(namespace, name, found.phase)

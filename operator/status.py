@@ -18,6 +18,7 @@ from sluice.api.common import CommonStatus, LatencyStatus
 from sluice.api.query import StreamingQueryStatus
 from sluice.api.runtime import QueryStatus
 
+from .admission import set_condition
 from .display import latency_text, percent_text
 
 
@@ -61,3 +62,28 @@ def query_status(status: QueryStatus, conditions: list[dict[str, Any]], message:
         out.slaAttainment = round(status.attainment, 4)
         out.attainment = percent_text(status.attainment)
     return out, ["batchIntervalMs"] if status.interval_ms is None else []
+
+
+STALLED_REASONS = frozenset({"InvalidSpec", "Rejected", "Failed", "NamespaceNotAllowed", "QuotaExceeded",
+                             "FilesOutsideRoot", "DriverFull", "TaskSlotsReserved"})
+"""Reasons that wait for a person (a spec, a quota or a pool to change): kstatus reads them as Failed
+(`Stalled=True`), so a GitOps pipeline fails at once instead of waiting for its timeout. The other
+reasons a query or pool is not Ready (a runtime starting, a registration, a pool not yet created, a
+source not yet reachable) resolve themselves: `Reconciling=True`, kstatus' InProgress."""
+
+
+def health(conditions: list[dict[str, Any]], phase: str, reason: str, message: str, now: str,
+           generation: int | None, ready_message: str = "") -> list[dict[str, Any]]:
+    """`Ready`, `Stalled` and `Reconciling` for a phase and the reason behind it (pure; `now` passed
+    in), as kstatus (sigs.k8s.io/cli-utils, what Flux and kpt use) reads them: Running and
+    Suspended are Current (Ready), a stalled reason or a Failed phase is Failed (Stalled), anything
+    else is InProgress (Reconciling)."""
+    done = phase in ("Running", "Suspended")
+    stalled = not done and (phase == "Failed" or reason in STALLED_REASONS)
+    text = message or f"the object is {phase}."
+    out = set_condition(conditions, "Ready", done, phase if done else reason,
+                        (ready_message or text) if done else text, now, generation)
+    out = set_condition(out, "Stalled", stalled, reason if stalled else "NotStalled",
+                        text if stalled else "nothing waits for a person.", now, generation)
+    return set_condition(out, "Reconciling", not done and not stalled, reason if not (done or stalled) else "Settled",
+                         text if not (done or stalled) else "nothing in progress.", now, generation)

@@ -10,7 +10,9 @@
 #   ${SLUICE_CACHE:-$HOME/.cache/sluice}/bin/helm-<HELM_VERSION>/helm
 #   ${SLUICE_CACHE:-$HOME/.cache/sluice}/bin/coredns-<COREDNS_VERSION>/coredns   (--node)
 #   ${SLUICE_CACHE:-$HOME/.cache/sluice}/bin/prometheus-<PROMETHEUS_MODULE>/{promtool,prometheus}
-# Prints the directories (kube, helm, prometheus[, coredns]) on stdout, one per line; progress goes to stderr.
+#   ${SLUICE_CACHE:-$HOME/.cache/sluice}/bin/kstatus-<hash of kstatus/>/kstatus   (kstatus' own module)
+# Prints the directories (kube, helm, prometheus, kstatus[, coredns]) on stdout, one per line;
+# progress goes to stderr.
 set -euo pipefail
 
 KUBE_VERSION=v1.34.3   # keep in step with go.mod (require + replace v0.34.3)
@@ -26,6 +28,7 @@ kube_dir="$cache/kube-$KUBE_VERSION"
 helm_dir="$cache/helm-$HELM_VERSION"
 coredns_dir="$cache/coredns-$COREDNS_VERSION"
 prometheus_dir="$cache/prometheus-$PROMETHEUS_MODULE"
+kstatus_dir="$cache/kstatus-$(cat "$here/kstatus/go.mod" "$here/kstatus/go.sum" "$here/kstatus/main.go" | sha256sum | cut -c1-12)"
 # the node's components report their real version (kubelet's Node status, kubectl version)
 major="${KUBE_VERSION#v}"; minor="${major#*.}"; major="${major%%.*}"; minor="${minor%%.*}"
 version_flags="-s -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=$major -X k8s.io/component-base/version.gitMinor=$minor"
@@ -65,6 +68,9 @@ if [[ ! -x "$prometheus_dir/promtool" || ! -x "$prometheus_dir/prometheus" ]]; t
     go install -trimpath -ldflags=-s "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_MODULE" \
     "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_MODULE"
 fi
+if [[ ! -x "$kstatus_dir/kstatus" ]]; then
+  build "$kstatus_dir" "kstatus (sigs.k8s.io/cli-utils)" bash -c 'cd kstatus && go build -trimpath -ldflags=-s -o "$0/kstatus" .' @OUT@
+fi
 if $node; then
   node_bins=(kubelet kube-controller-manager kube-scheduler kube-proxy)
   for bin in "${node_bins[@]}"; do
@@ -81,4 +87,5 @@ fi
 echo "$kube_dir"
 echo "$helm_dir"
 echo "$prometheus_dir"
+echo "$kstatus_dir"
 if $node; then echo "$coredns_dir"; fi

@@ -27,7 +27,7 @@ from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.server import ServerThread
 from sluice.testing import prometheus
-from sluice.testing.controlplane import ControlPlane, free_port
+from sluice.testing.controlplane import ControlPlane, build_binaries, free_port
 from sluice.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
@@ -197,6 +197,51 @@ def test_quota_and_namespace_rules_keep_queries_pending(world: World) -> None:
     world.apply(query("outsider", "team-c"))
     c = wait_for(lambda: condition(world.get("sq", "outsider", "team-c"), "Admitted"), what="NamespaceNotAllowed")
     assert c["reason"] == "NamespaceNotAllowed" and "allowedNamespaces" in c["message"]
+
+
+def kstatus(world: World, objects: list[tuple[str, str, str | None]]) -> list[str]:
+    """How kstatus (sigs.k8s.io/cli-utils, what Flux and kpt wait with) reads each object as the
+    real apiserver returns it: Current, InProgress or Failed."""
+    import subprocess
+
+    bodies = [world.get(kind, name, namespace) for kind, name, namespace in objects]
+    tool = build_binaries().kstatus / "kstatus"
+    proc = subprocess.run([str(tool)], input=json.dumps(bodies), capture_output=True, text=True, timeout=30, check=True)
+    return [r["status"] for r in json.loads(proc.stdout)]
+
+
+def test_gitops_tools_read_each_state_right(world: World) -> None:
+    """kstatus on the objects the operator wrote: a running query and pool are Current; what waits
+    for a person (namespace not allowed, a quota, a rejected or failed query, an invalid manifest,
+    a pool whose spec cannot be read) is Failed through `Stalled`; what resolves itself (a pool not
+    yet created, a runtime not yet answering) is InProgress through `Reconciling`."""
+    world.apply(query("ks-running", "team-a"))
+    world.apply(query("ks-outsider", "team-c"))
+    world.apply(query("ks-no-pool", "team-a", pool_name="ks-nowhere"))
+    world.apply(query("ks-bad-expression", "team-a", pipeline=[{"filter": "value >"}]))
+    world.apply(pool("ks-starting", free_port()))  # no runtime answers there
+    cases = {("sq", "ks-running", "team-a"): "Current", ("sq", "ks-outsider", "team-c"): "Failed",
+             ("sq", "ks-no-pool", "team-a"): "InProgress", ("sq", "ks-bad-expression", "team-a"): "Failed",
+             ("sp", "shared", None): "Current",
+             ("sp", "ks-starting", None): "InProgress"}
+    seen: dict[tuple[str, str, str | None], str] = {}
+
+    def all_read_right() -> bool:
+        seen.update(zip(cases, kstatus(world, list(cases)), strict=True))
+        return seen == cases
+
+    try:
+        wait_for(all_read_right, timeout=90, every=1, what="kstatus to read every object as its state means")
+    except AssertionError as timed_out:
+        raise AssertionError(f"{timed_out}: read {seen}, meant {cases}") from None
+    bad = condition(world.get("sq", "ks-bad-expression", "team-a"), "Stalled")
+    assert bad is not None and bad["reason"] == "InvalidSpec" and "pipeline[0].filter" in bad["message"]
+    assert (world.get("sq", "ks-bad-expression", "team-a") or {})["status"]["phase"] == "Failed"
+    waiting = condition(world.get("sq", "ks-no-pool", "team-a"), "Reconciling")
+    assert waiting is not None and waiting["status"] == "True" and waiting["reason"] == "PoolNotFound"
+    for name in ("ks-running", "ks-outsider", "ks-no-pool", "ks-bad-expression"):
+        world.plane.kubectl("delete", "sq", name, "-n", "team-c" if name == "ks-outsider" else "team-a", "--wait=false")
+    world.plane.kubectl("delete", "sp", "ks-starting", "--wait=false")
 
 
 def test_prometheus_scrapes_the_operator_and_the_stuck_query_alert_fires(world: World, tmp_path: Path) -> None:

@@ -94,3 +94,31 @@ def test_a_status_sync_writes_only_the_fields_that_moved() -> None:
     assert not fresh(None, 100.0, 5.0)
     read_at_90 = Snapshot(90.0, RuntimeClient("http://127.0.0.1:1", "t"), {}, {})
     assert fresh(read_at_90, 94.9, 5.0) and not fresh(read_at_90, 95.0, 5.0)
+
+
+def test_health_reads_as_kstatus_means_each_phase_and_reason() -> None:
+    """Ready, Stalled and Reconciling for each phase and reason, by hand: Running and Suspended are
+    Current; Failed and what waits for a person are Stalled; the rest Reconciling."""
+    from sluice.operator.status import health
+
+    def flags(phase: str, reason: str) -> tuple[str, str, str]:
+        out = {c["type"]: c for c in health([], phase, reason, "why.", "2026-11-27T00:00:00Z", 3)}
+        assert all(c["observedGeneration"] == 3 for c in out.values())
+        return out["Ready"]["status"], out["Stalled"]["status"], out["Reconciling"]["status"]
+
+    assert flags("Running", "Running") == ("True", "False", "False")
+    assert flags("Suspended", "Suspended") == ("True", "False", "False")
+    assert flags("Failed", "Rejected") == ("False", "True", "False")
+    assert flags("Failed", "InvalidSpec") == ("False", "True", "False")
+    assert flags("Failed", "Starting") == ("False", "True", "False")  # a Failed phase stalls whatever the reason
+    for waits_for_a_person in ("QuotaExceeded", "NamespaceNotAllowed", "DriverFull", "TaskSlotsReserved", "FilesOutsideRoot"):
+        assert flags("Pending", waits_for_a_person) == ("False", "True", "False"), waits_for_a_person
+    for resolves_itself in ("PoolNotFound", "RuntimeUnreachable", "RuntimeStarting", "Starting"):
+        assert flags("Pending", resolves_itself) == ("False", "False", "True"), resolves_itself
+    # a transition keeps one condition of each type and moves lastTransitionTime only on a change
+    first = health([], "Pending", "PoolNotFound", "a.", "2026-11-27T00:00:00Z", 1)
+    later = health(first, "Running", "Running", "", "2026-11-27T00:01:00Z", 1, "running on pool 'p'.")
+    assert sorted(c["type"] for c in later) == ["Ready", "Reconciling", "Stalled"]
+    by_type = {c["type"]: c for c in later}
+    assert by_type["Ready"]["message"] == "running on pool 'p'." and by_type["Ready"]["lastTransitionTime"].endswith("01:00Z")
+    assert by_type["Stalled"]["lastTransitionTime"].endswith("00:00Z")  # False before and after

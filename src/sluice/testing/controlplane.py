@@ -21,6 +21,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from sluice.testing import processes
 
@@ -33,9 +34,18 @@ class ControlPlaneError(RuntimeError):
     """The control plane could not be built or started; the message says what to do."""
 
 
-def build_binaries(node: bool = False) -> list[Path]:
-    """Build or reuse the binaries; returns [kube bin dir, helm bin dir, prometheus bin dir]
-    (+ [CoreDNS dir] for `node`)."""
+class Binaries(NamedTuple):
+    """Where `build-binaries.sh` put each tool's directory."""
+
+    kube: Path
+    helm: Path
+    prometheus: Path
+    kstatus: Path
+    coredns: Path | None = None
+
+
+def build_binaries(node: bool = False) -> Binaries:
+    """Build or reuse the binaries (with `node`, also the node's and CoreDNS)."""
     script = SCRIPTS / "build-binaries.sh"
     if not script.exists():
         raise ControlPlaneError(f"{script} is missing: the test clusters run from a source checkout of Sluice.")
@@ -51,8 +61,8 @@ def build_binaries(node: bool = False) -> list[Path]:
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise ControlPlaneError(last)
-    lines = proc.stdout.strip().splitlines()
-    return [Path(line) for line in lines[-(4 if node else 3):]]
+    dirs = [Path(line) for line in proc.stdout.strip().splitlines()[-(5 if node else 4):]]
+    return Binaries(*dirs)
 
 
 def free_port() -> int:

@@ -146,7 +146,8 @@ class NodeCluster:
             raise NodeError(f"A node cluster of process {running['owner']} is running (state {running['state']}); "
                             "stop it first (for a dev cluster: sluice dev cluster down).")
         started = time.monotonic()
-        kube, helm, _prometheus, coredns = build_binaries(node=True)
+        kube, helm, _prometheus, _kstatus, coredns = build_binaries(node=True)
+        assert coredns is not None  # built with node=True
         self.timings["binaries_s"] = time.monotonic() - started
         mark = time.monotonic()
         self.images = build_images()
