@@ -24,6 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from sluice.api.constants import API_VERSION
 from sluice.api.manifest import load_query
 from sluice.bench.density import _tree
 from sluice.runtime.host import QueryHost
@@ -67,7 +68,7 @@ def main() -> None:
     host = QueryHost(spark, Path(tempfile.mkdtemp(prefix="batch-cpu-")) / "ck", LocalScheduler(Scheduler("cameo", capacity=2)))
     keys = []
     for i in range(args.queries):
-        document = {"apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery",
+        document = {"apiVersion": API_VERSION, "kind": "StreamingQuery",
                     "metadata": {"name": f"q{i}", "namespace": "t"},
                     "spec": {"pool": "p", "source": {"type": "rate", "rowsPerSecond": 20},
                              "pipeline": [{"filter": "value % 3 = 0"}], "sink": {"type": "noop"},

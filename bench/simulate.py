@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sluice.operator.sla_sizing import ds2_executors
+from sluice.operator.autoscaler import ds2_executors
 from sluice.scheduler.simulate import Options as SimOptions
 from sluice.scheduler.simulate import Pool, SimQuery, simulate
 

@@ -43,7 +43,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from sluice.scheduler import intervals
 from sluice.scheduler.costs import fit_line
+from sluice.scheduler.simulate import SimQuery, first_interval
 
 from .sla_sizing import SlaCount
 
@@ -300,3 +302,19 @@ def decide(loads: list[QueryLoad], current: int, bounds: Bounds, now: float, mem
     step = f"; at most {bounds.max_scale_down_factor:.0%} of the executors go in one step" if new > peak else ""
     return Decision(new, cores, f"{sized}: shrinking from {current} to {new}{step}.", wanted,
                     replace(memory, last_change=now, below_since=None, below_peak=0, scale_up=None), found, bound, sla)
+
+
+def ds2_executors(queries: Sequence[SimQuery], cores_per_executor: int, utilization: float = 0.7) -> tuple[int, str]:
+    """DS2's executor count for these rates and costs (the operator's `decide`), and its reason.
+
+    Each query's batches are given at two sizes so DS2 fits the same fixed and per-row cost the
+    simulation uses; its interval is the one the runtime would start at."""
+    loads = []
+    for q in queries:
+        interval = first_interval(q)[0] or intervals.MIN_INTERVAL
+        rows = max(q.rate * interval, 1.0)
+        batches = [(rows, q.fixed + q.per_row * rows), (rows * 2, q.fixed + q.per_row * rows * 2)] * 2
+        useful = sum(c for _, c in batches)
+        loads.append(QueryLoad(q.key, q.rate, sum(r for r, _ in batches), useful, batches, interval, q.rate))
+    decision = decide(loads, 1, Bounds(1, 1_000_000, cores_per_executor, utilization), 0.0)
+    return max(decision.wanted, 1), decision.reason.rsplit(": ", 1)[0] + "."

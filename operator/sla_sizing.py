@@ -16,23 +16,19 @@ DS2's alone until every query with input is measured.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sluice.api.runtime import QueryStatus
-from sluice.scheduler import intervals
 from sluice.scheduler.simulate import (
     Options,
     Pool,
     QueryResult,
     Result,
     SimQuery,
-    first_interval,
     simulate,
     size,
 )
-
-from .autoscaler import Bounds, QueryLoad, decide
 
 SIMULATED, WARMUP = 120.0, 20.0
 """Seconds simulated at each executor count, and the start left out of the figures (the
@@ -116,19 +112,3 @@ def _detail(worst: QueryResult | None) -> str:
 
 def _names(keys: list[str]) -> str:
     return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
-
-
-def ds2_executors(queries: Sequence[SimQuery], cores_per_executor: int, utilization: float = 0.7) -> tuple[int, str]:
-    """DS2's executor count for these rates and costs (the operator's `decide`), and its reason.
-
-    Each query's batches are given at two sizes so DS2 fits the same fixed and per-row cost the
-    simulation uses; its interval is the one the runtime would start at."""
-    loads = []
-    for q in queries:
-        interval = first_interval(q)[0] or intervals.MIN_INTERVAL
-        rows = max(q.rate * interval, 1.0)
-        batches = [(rows, q.fixed + q.per_row * rows), (rows * 2, q.fixed + q.per_row * rows * 2)] * 2
-        useful = sum(c for _, c in batches)
-        loads.append(QueryLoad(q.key, q.rate, sum(r for r, _ in batches), useful, batches, interval, q.rate))
-    decision = decide(loads, 1, Bounds(1, 1_000_000, cores_per_executor, utilization), 0.0)
-    return max(decision.wanted, 1), decision.reason.rsplit(": ", 1)[0] + "."

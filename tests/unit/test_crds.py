@@ -63,7 +63,11 @@ def test_names_scopes_columns_and_scale() -> None:
     assert query["spec"]["scope"] == "Namespaced" and query["spec"]["names"]["shortNames"] == ["sq"]
     assert pool["spec"]["scope"] == "Cluster" and pool["spec"]["names"]["shortNames"] == ["sp"]
     columns = {c["name"]: c for c in query["spec"]["versions"][0]["additionalPrinterColumns"]}
-    assert list(columns) == ["Pool", "SLA", "P99", "Attainment", "Executors", "Phase", "Age"]
+    assert list(columns) == ["Pool", "SLA", "P99", "Attainment", "Executors", "Ready", "Phase", "Age", "Bottleneck",
+                             "Message"]
+    assert columns["Ready"]["jsonPath"] == '.status.conditions[?(@.type=="Ready")].status'
+    assert columns["Bottleneck"]["priority"] == columns["Message"]["priority"] == 1  # -o wide only
+    assert all("priority" not in columns[name] for name in ("Pool", "SLA", "P99", "Attainment", "Ready", "Phase"))
     # units in the column: the operator writes '812ms' and '97.5%' beside the raw numbers
     assert columns["P99"]["jsonPath"] == ".status.latency.p99" and columns["P99"]["type"] == "string"
     assert columns["Attainment"]["jsonPath"] == ".status.attainment"

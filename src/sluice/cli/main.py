@@ -262,7 +262,7 @@ def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, co
          rates: str | None, duration: str | None, warmup: str | None, policy: str | None, max_executors: int, utilization: float) -> None:
     """The fewest executors that keep every SLA (simulated), beside DS2's count that sustains the rates."""
     from sluice.cli import whatif
-    from sluice.operator.sla_sizing import ds2_executors
+    from sluice.operator.autoscaler import ds2_executors
     from sluice.scheduler.simulate import Pool
     from sluice.scheduler.simulate import size as search
 
@@ -356,7 +356,7 @@ def demo_progress(policy: str, seconds: float, every: float = 10.0) -> Callable[
     return tick
 
 
-DEMO = Path(__file__).resolve().parent / "examples" / "demo"
+DEMO = Path(__file__).resolve().parent.parent / "examples" / "demo"
 """The demo's manifests, installed with the package (src/sluice/examples is the repository's examples/)."""
 
 
