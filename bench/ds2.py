@@ -42,7 +42,7 @@ from typing import Any
 from sluice.api.constants import API_VERSION
 from sluice.api.manifest import load_query
 from sluice.api.pool import StreamingPool
-from sluice.api.runtime import QueryStatus
+from sluice.api.wire import QueryStatus
 
 POLICIES = ("ds2", "threshold")
 STARTS = ("under", "over")

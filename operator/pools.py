@@ -19,7 +19,7 @@ from sluice.api.common import ExecutorsStatus, ScalingDecision
 from sluice.api.constants import API_VERSION, GROUP, POOLS, VERSION
 from sluice.api.manifest import ManifestErrors, parse_document
 from sluice.api.pool import StateMigration, StreamingPool, StreamingPoolStatus
-from sluice.api.runtime import QueryStatus
+from sluice.api.wire import QueryStatus
 
 from . import kube, metrics, scaling, settings, status
 from .admission import is_admitted, set_condition

@@ -1,6 +1,6 @@
 """The operator's client of a pool runtime's control API, typed with the runtime's own models.
 
-Every answer is read into a model of `sluice.api.runtime`; a transport failure raises
+Every answer is read into a model of `sluice.api.wire`; a transport failure raises
 `RuntimeUnreachable`, and an answer with an error status raises `RuntimeRefused` carrying the
 runtime's one sentence.
 """
@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import aiohttp
 from pydantic import BaseModel, ValidationError
 
-from sluice.api.runtime import (
+from sluice.api.wire import (
     ExecutorState,
     ExecutorTarget,
     Problem,

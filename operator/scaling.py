@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from sluice.api.pool import StreamingPool
-from sluice.api.runtime import ExecutorState, QueryStatus, TargetAccepted
+from sluice.api.wire import ExecutorState, QueryStatus, TargetAccepted
 
 from .autoscaler import Bounds, Decision, Ineffective, Memory, QueryLoad, ScaleUp, decide
 from .sla_sizing import SlaCount, sla_executors

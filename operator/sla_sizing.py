@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sluice.api.runtime import QueryStatus
+from sluice.api.wire import QueryStatus
 from sluice.scheduler.simulate import (
     Options,
     Pool,

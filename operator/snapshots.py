@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sluice.api.runtime import QueryStatus
+from sluice.api.wire import QueryStatus
 
 from . import kube, settings
 from .builders import runtime_url

@@ -16,7 +16,7 @@ import kopf
 
 from sluice.api.common import CommonStatus, LatencyStatus
 from sluice.api.query import StreamingQueryStatus
-from sluice.api.runtime import QueryStatus
+from sluice.api.wire import QueryStatus
 
 from .admission import set_condition
 from .display import latency_text, percent_text

@@ -8,7 +8,7 @@
   GET    /v1/executors                           ExecutorState
   PUT    /v1/executors                           ExecutorTarget: request N; surplus executors drain (202 TargetAccepted)
   GET    /healthz, /metrics                      no token needed
-The bodies are the models of `sluice.api.runtime`. Lifecycle work goes to the host's lifecycle
+The bodies are the models of `sluice.api.wire`. Lifecycle work goes to the host's lifecycle
 thread and other Spark calls to worker threads, so the event loop never calls Spark; status
 reads only copy what the host holds. Bad input gets a 4xx `Problem` with one sentence.
 """
@@ -30,7 +30,7 @@ from pydantic import BaseModel, ValidationError
 
 from sluice.api.common import shown
 from sluice.api.manifest import ManifestErrors, load_query
-from sluice.api.runtime import (
+from sluice.api.wire import (
     ExecutorTarget,
     Health,
     Problem,

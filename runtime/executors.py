@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sluice.api.runtime import ExecutorInfo, ExecutorState
+from sluice.api.wire import ExecutorInfo, ExecutorState
 
 from .batching import settled
 from .megaphone import Executor, StateMover

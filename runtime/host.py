@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 
 from sluice.api.common import query_labels
 from sluice.api.query import KafkaSink, StreamingQuery
-from sluice.api.runtime import QueryPhase
+from sluice.api.wire import QueryPhase
 from sluice.scheduler import execution
 from sluice.scheduler.core import SchedulerError
 

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sluice.api.query import StreamingQuery
-from sluice.api.runtime import BatchCosts, Load, QueryPhase, QueryStatus, SchedulerMode, StageTimes
+from sluice.api.wire import BatchCosts, Load, QueryPhase, QueryStatus, SchedulerMode, StageTimes
 from sluice.scheduler import intervals
 from sluice.scheduler.core import Completion, Grant
 from sluice.scheduler.policies import QuerySpec

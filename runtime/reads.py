@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sluice.api.common import query_labels
-from sluice.api.runtime import QueryStatus
+from sluice.api.wire import QueryStatus
 
 from .hosted import HostedQuery
 from .latency import Summary

@@ -21,7 +21,7 @@ from typing import Any
 
 from sluice.api.constants import DEFAULT_POLICY
 from sluice.api.query import StreamingQuery
-from sluice.api.runtime import QueryStatus
+from sluice.api.wire import QueryStatus
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 

@@ -20,10 +20,12 @@ from urllib.parse import urlparse
 
 from prometheus_client import Counter
 
+from sluice.api.wire import Complete, GrantOut
+
 from .bands import DEFAULT_BAND
 from .core import Completion, Grant, SchedulerError
 from .policies import BatchRequest, QuerySpec
-from .wire import Complete, Completed, Dispatch, GrantOut, Register
+from .wire import completed_of, dispatch_of, grant_of, register_of
 
 FAIL_OPEN = Counter(
     "sluice_runtime_scheduler_fail_open_total",
@@ -102,7 +104,7 @@ class SchedulerClient:
         scheduler refused it (its sentence), as the in-process core does."""
         tenant, name = spec.key.split("/", 1)
         try:
-            status, answer = self._call("PUT", f"/v1/queries/{tenant}/{name}", Register.of(spec).model_dump_json().encode(), self.timeout)
+            status, answer = self._call("PUT", f"/v1/queries/{tenant}/{name}", register_of(spec).model_dump_json().encode(), self.timeout)
         except SchedulerUnavailable:
             self.mode = "fail-open"
             return False
@@ -123,7 +125,7 @@ class SchedulerClient:
     def dispatch(self, request: BatchRequest, completed: Sequence[Completion] = ()) -> Grant:
         """Ask for a grant, sending earlier completions along; blocks until granted (or fails open)."""
         started = time.monotonic()
-        ask = Dispatch.of(request, completed, self.wait)
+        ask = dispatch_of(request, completed, self.wait)
         again = False
         while True:
             try:
@@ -137,7 +139,7 @@ class SchedulerClient:
                     return self._fail_open(request, started)  # not the scheduler's answer
                 if out.granted:
                     self.mode = "gated"
-                    return out.to_grant()
+                    return grant_of(out)
                 if out.released:
                     return Grant(request.query, request.batch_id, DEFAULT_BAND, 1, 0.0, 0.0, time.monotonic() - started,
                                  fail_open=True)
@@ -159,7 +161,7 @@ class SchedulerClient:
     def complete(self, query: str, completed: Sequence[Completion]) -> bool:
         if not completed:
             return True
-        payload = Complete(query=query, completed=[Completed.of(c) for c in completed]).model_dump_json().encode()
+        payload = Complete(query=query, completed=[completed_of(c) for c in completed]).model_dump_json().encode()
         try:
             status, _ = self._call("POST", "/v1/complete", payload, self.timeout)
         except SchedulerUnavailable:

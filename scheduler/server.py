@@ -1,6 +1,6 @@
 """The scheduler sidecar: the pure core behind a small asyncio HTTP service (aiohttp).
 
-Endpoints (JSON; see wire.py):
+Endpoints (JSON; the bodies are `sluice.api.wire`'s):
   PUT    /v1/queries/{tenant}/{name}   register or update a query
   DELETE /v1/queries/{tenant}/{name}   unregister it
   POST   /v1/dispatch                  ask for a grant (long-polls); may carry earlier completions
@@ -26,9 +26,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from pydantic import ValidationError
 
 from sluice.api.common import query_labels
+from sluice.api.wire import Complete, Completed, Dispatch, GrantOut, Register
 
 from .core import Grant, Scheduler, SchedulerError
-from .wire import Complete, Completed, Dispatch, GrantOut, Register
+from .wire import completion_of, grant_out_of, request_of, spec_of
 
 log = logging.getLogger("sluice.scheduler")
 
@@ -125,7 +126,7 @@ class SchedulerService:
     def complete(self, query: str, completed: list[Completed]) -> None:
         state = self.core.queries.get(query)
         for item in completed:
-            done = item.completion(query)
+            done = completion_of(item, query)
             self.core.complete(done)
             if state and done.latency is not None and done.latency > state.spec.latency_target:
                 self.metrics.violations.labels(*query_labels(query)).inc()
@@ -136,7 +137,7 @@ class SchedulerService:
         tenant, name = request.match_info["tenant"], request.match_info["name"]
         body = Register.model_validate_json(await request.read())  # a bad body: 400 (middleware)
         try:
-            self.core.register(body.spec(f"{tenant}/{name}", tenant))
+            self.core.register(spec_of(body, f"{tenant}/{name}", tenant))
         except SchedulerError as error:
             self.metrics.bad_requests.inc()
             return _bad(str(error))
@@ -169,9 +170,9 @@ class SchedulerService:
         key = (body.query, body.batchId)
         kept = self.unclaimed.pop(key, None)
         if kept is not None:  # granted while the requester was between two polls
-            return web.Response(body=GrantOut.of(kept[0]).model_dump_json(), content_type="application/json")
+            return web.Response(body=grant_out_of(kept[0]).model_dump_json(), content_type="application/json")
         try:
-            self.core.submit(body.request(), self.clock())
+            self.core.submit(request_of(body), self.clock())
         except SchedulerError as error:
             self.metrics.bad_requests.inc()
             return _bad(str(error), 409)
@@ -180,7 +181,7 @@ class SchedulerService:
             future = self.waiting[key] = asyncio.get_running_loop().create_future()
         self.pump()
         if future.done():  # granted at once: the common case, no timer needed
-            return web.Response(body=GrantOut.of(future.result()).model_dump_json(), content_type="application/json")
+            return web.Response(body=grant_out_of(future.result()).model_dump_json(), content_type="application/json")
         try:
             grant = await asyncio.wait_for(asyncio.shield(future), body.waitMs / 1000)
         except TimeoutError:
@@ -197,7 +198,7 @@ class SchedulerService:
                 self.waiting.pop(key, None)
                 self.core.cancel(*key)
             raise
-        return web.Response(body=GrantOut.of(grant).model_dump_json(), content_type="application/json")
+        return web.Response(body=grant_out_of(grant).model_dump_json(), content_type="application/json")
 
     async def complete_batches(self, request: web.Request) -> web.Response:
         body = Complete.model_validate_json(await request.read())

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from sluice.api.query import StreamingQuery
-from sluice.api.runtime import QueryStatus
+from sluice.api.wire import QueryStatus
 from sluice.runtime.host import QueryHost
 from sluice.runtime.session import CHECKPOINT_MANAGER, JIT_ENV, driver_jit
 from sluice.scheduler.client import SchedulerClient

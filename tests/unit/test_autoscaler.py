@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sluice.api.pool import StreamingPool
-from sluice.api.runtime import Load, QueryStatus
+from sluice.api.wire import Load, QueryStatus
 from sluice.operator import scaling
 from sluice.operator.autoscaler import Bounds, Decision, Memory, QueryLoad, ScaleUp, decide
 from sluice.runtime.kafka_lag import SourceOffsets, kafka_position

@@ -7,7 +7,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from sluice.api.manifest import load_query
-from sluice.api.runtime import QueryStatus
+from sluice.api.wire import QueryStatus
 from sluice.bench import density as density_bench
 from sluice.bench.density import (
     is_critical,

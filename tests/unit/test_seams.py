@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from sluice.api.constants import API_VERSION, BANDS, GRID, GROUP, POLICIES, VERSION
 from sluice.api.crd import crds
-from sluice.api.runtime import ExecutorTarget, QueryStatus, Registration, Suspend
+from sluice.api.wire import ExecutorTarget, QueryStatus, Registration, Suspend
 from sluice.operator.settings import Settings, SettingsError
 from sluice.runtime.batching import expected_rows, grid_quantiles, oldest_event, settled
 from sluice.runtime.pipeline import spark_name

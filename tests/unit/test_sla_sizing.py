@@ -4,7 +4,7 @@ count raised to the one that keeps every SLA, with the bound that decided named.
 from __future__ import annotations
 
 from sluice.api.pool import StreamingPool
-from sluice.api.runtime import BatchCosts, Load, QueryStatus
+from sluice.api.wire import BatchCosts, Load, QueryStatus
 from sluice.operator import scaling
 from sluice.operator.sla_sizing import sim_queries, sla_executors
 

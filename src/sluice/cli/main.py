@@ -13,7 +13,7 @@ from sluice.api.constants import DEFAULT_POLICY, POLICIES, RUNTIME_CAPACITY
 from sluice.api.manifest import ManifestError, parse_text
 from sluice.api.pool import StreamingPool
 from sluice.api.query import StreamingQuery
-from sluice.api.runtime import QueryStatus
+from sluice.api.wire import QueryStatus
 
 if TYPE_CHECKING:
     from sluice.cli.whatif import Recorded

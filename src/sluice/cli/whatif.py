@@ -27,9 +27,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sluice.api.query import RateSource, StreamingQuery
-from sluice.api.runtime import BatchCosts
 from sluice.api.scenario import Burst, LoadSpec, ScenarioError, load_scenario
 from sluice.api.units import Duration
+from sluice.api.wire import BatchCosts
 from sluice.scheduler import intervals
 from sluice.scheduler.simulate import Result, SimQuery
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.api.constants import RUNTIME_CAPACITY
-from sluice.api.runtime import QueryStatus
+from sluice.api.wire import QueryStatus
 from sluice.operator.runtime_client import RuntimeClient, RuntimeUnreachable, healthy
 
 from .load import EVENT_SCHEMA

@@ -1,18 +1,21 @@
-"""The operator <-> pool runtime contract: the control API's bodies, typed on both sides.
+"""Every wire contract, typed on both sides: the pool runtime's control API (operator <-> runtime)
+and the scheduler sidecar's (runtime <-> scheduler).
+
+Durations on every wire are milliseconds (`..._ms`, `...Ms`); instants are wall-clock epoch
+seconds (`...Time`, `deadline`); the models of the manifests carry durations as `Duration`.
 
 The runtime's control API (`sluice.runtime.control`) answers with these models and the operator's
 runtime client (`sluice.operator.runtime_client`) reads them back with the same models. What a
 client sends is checked strictly (unknown fields are errors); what it reads ignores fields it
 does not know, so a newer runtime can add a field without breaking an older operator.
 
-Durations in these bodies are milliseconds (`..._ms`) or seconds where the name says so; rates
-are rows per second. The field names are the runtime report's (`sluice run --report`) for the
+Rates are rows per second. The control API's field names are the runtime report's (`sluice run --report`) for the
 figures both carry.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -208,3 +211,67 @@ class Problem(Answer):
     """Every 4xx/5xx body: one sentence."""
 
     error: str
+
+
+# ------------------------------------------------------------------ the scheduler sidecar's wire
+# What the runtime's scheduler client sends and gets back (`sluice.scheduler.client` and
+# `sluice.scheduler.server`); `sluice.scheduler.wire` converts them to the core's types.
+
+SchedulerName = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
+QueryKey = Annotated[str, Field(min_length=3, max_length=512, pattern=r"^[^/]+/[^/]+$")]
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Register(Wire):
+    latencyTargetMs: float = Field(gt=0)
+    weight: float = Field(default=1.0, gt=0)
+    windowSizeMs: float | None = Field(default=None, gt=0)
+    watermarkDelayMs: float = Field(default=0.0, ge=0)
+    reservedSlots: int = Field(default=0, ge=0, le=100_000)
+    """Task slots a Real-time query holds while it runs (it submits no batches)."""
+    critical: bool = False
+    """`spec.sla.critical`: its late batches stay in the most urgent band (`Scheduler._band`)."""
+
+
+class Completed(Wire):
+    batchId: int = Field(ge=0)
+    durationMs: float = Field(ge=0)
+    rows: int = Field(default=0, ge=0)
+    tailMs: float | None = Field(default=None, ge=0)
+    coordinationMs: float = Field(default=0.0, ge=0)
+    latencyMs: float | None = Field(default=None, ge=0)
+
+
+class Dispatch(Wire):
+    query: QueryKey
+    batchId: int = Field(ge=0)
+    rows: int = Field(default=0, ge=0)
+    oldestEventTime: float | None = None
+    windowEnd: float | None = None
+    completed: list[Completed] = Field(default_factory=list, max_length=1024)
+    """Completions of this query's earlier batches, sent along to save a round trip."""
+    waitMs: float = Field(default=30_000, gt=0, le=300_000)
+    """How long to hold the request open waiting for a grant."""
+
+
+class Complete(Wire):
+    query: QueryKey
+    completed: list[Completed] = Field(min_length=1, max_length=1024)
+
+
+class GrantOut(Wire):
+    granted: bool
+    query: str = ""
+    batchId: int = 0
+    band: str = ""
+    k: int = 1
+    deadline: float = 0.0
+    slackMs: float = 0.0
+    waitedMs: float = 0.0
+    aged: bool = False
+    released: bool = False
+    """No grant will come: the query was unregistered while waiting; run ungated."""
+
