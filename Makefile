@@ -45,7 +45,7 @@ test: $(STAMP) lint typecheck cluster-bins $(CHECKOV)
 	$(BIN)/pytest
 
 unit: $(STAMP)
-	$(BIN)/pytest -m 'not spark and not cluster and not kafka and not slow'
+	$(BIN)/pytest -m 'not spark and not cluster and not kafka and not node and not chaos and not slow'
 
 crds: $(STAMP)
 	$(BIN)/sluice crds > crds/sluice.dev.yaml

@@ -29,7 +29,7 @@ def main() -> None:
 
 @main.command()
 @click.option(
-    "-f", "--filename", "files", multiple=True, required=True,
+    "-f", "--filename", "files", multiple=True, required=True, type=click.Path(dir_okay=False, allow_dash=True),
     help="Manifest file (multi-document YAML allowed; '-' reads stdin). Repeat for more.",
 )
 @click.argument("more", nargs=-1)
@@ -67,6 +67,21 @@ def crds() -> None:
     from sluice.api.crd import crds_yaml
 
     click.echo(crds_yaml(), nl=False)
+
+
+@main.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for SHELL (commands, options and file paths).
+
+    bash: `eval "$(sluice completion bash)"` in ~/.bashrc; zsh: the same in ~/.zshrc;
+    fish: `sluice completion fish > ~/.config/fish/completions/sluice.fish`.
+    """
+    from click.shell_completion import get_completion_class
+
+    found = get_completion_class(shell)
+    assert found is not None  # click ships all three
+    click.echo(found(main, {}, "sluice", "_SLUICE_COMPLETE").source())
 
 
 @main.command("values-schema")
@@ -117,7 +132,8 @@ def _duration(value: str | None, option: str) -> float | None:
 
 
 @main.command()
-@click.option("-f", "--filename", "files", multiple=True, required=True, help="Manifest file(s); a StreamingPool in them sets the policy and the tenants' quota weights.")
+@click.option("-f", "--filename", "files", multiple=True, required=True, type=click.Path(dir_okay=False),
+              help="Manifest file(s); a StreamingPool in them sets the policy and the tenants' quota weights.")
 @click.argument("more", nargs=-1)
 @click.option("--duration", help="Stop cleanly this long after every query has started, e.g. 60s (default: until Ctrl-C).")
 @click.option("--report", type=click.Path(dir_okay=False), help="Write a JSON report here when the run ends.")
@@ -166,7 +182,7 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, rep
 def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
     """The inputs `sluice simulate` and `sluice size` share."""
     for option in reversed([
-        click.option("-f", "--filename", "files", multiple=True,
+        click.option("-f", "--filename", "files", multiple=True, type=click.Path(dir_okay=False),
                      help="StreamingQuery manifests (a StreamingPool in them sets the policy and executor cores)."),
         click.argument("more", nargs=-1),
         click.option("--scenario", type=click.Path(dir_okay=False),
