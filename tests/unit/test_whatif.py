@@ -142,3 +142,13 @@ def test_the_readme_s_examples_answer_as_shown() -> None:
     assert "1 executor(s): misses; worst payments/fraud-filter" in err
     assert "DS2 (sustains the rates): 2 executor(s) of 1 core(s)" in out
     assert "SLAs (keeps every SLA, simulated under cameo): 2 executor(s)." in out and "Both bounds agree" in out
+
+
+def test_size_exits_3_when_no_pool_keeps_every_sla() -> None:
+    """A script tells "SLAs missed" (3) from bad input (1) and a command line click refused (2)."""
+    files = [str(ROOT / "examples" / name) for name in ("pool.yaml", "fraud-filter.yaml", "hourly-revenue.yaml")]
+    args = [a for f in files for a in ("-f", f)] + ["--rates", str(ROOT / "examples" / "whatif" / "rates.yaml")]
+    code, out, _ = invoke("size", *args, "--cores-per-executor", "1", "--max-executors", "1")
+    assert code == 3 and "SLAs: not kept even at 1 executor(s)" in out
+    code, _, err = invoke("size", *args, "--no-such-option")
+    assert code == 2 and "No such option" in err

@@ -21,7 +21,17 @@ if TYPE_CHECKING:
     from sluice.scheduler.simulate import SimQuery
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+EXIT_ERROR = 1
+"""Bad input (one sentence names the field and the fix) or a failed run."""
+EXIT_USAGE = 2
+"""A command line click could not parse (an unknown option, a missing argument)."""
+EXIT_SLA_MISSED = 3
+"""`sluice size`: no pool up to --max-executors keeps every SLA."""
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]},
+             epilog="Exit codes: 0 done; 1 bad input or a failed run (one sentence says which); 2 a command line "
+                    "that cannot be parsed; 3 SLAs missed (sluice size).")
 @click.version_option(package_name="sluice-streaming")
 def main() -> None:
     """Sluice: many tenants' Spark streaming queries on Kubernetes, with latency SLAs."""
@@ -295,7 +305,7 @@ def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, co
         click.echo(f"SLAs: not kept even at {max_executors} executor(s) (--max-executors); "
                    f"the simulated schedule at {max_executors}:")
         click.echo(whatif.table(runs[max_executors], queries))
-        sys.exit(2)
+        sys.exit(EXIT_SLA_MISSED)
     click.echo(f"SLAs (keeps every SLA, simulated under {chosen}): {found} executor(s).")
     if found > ds2:
         click.echo(f"The SLAs decide: {found} executors, {found - ds2} more than DS2's {ds2}, because at {ds2} "
