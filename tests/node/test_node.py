@@ -274,6 +274,46 @@ def test_a_kafka_query_runs_with_status_from_real_batches(release: NodeCluster, 
     assert status["inputRate"] > 0
 
 
+def test_kubectl_sluice_shows_a_query_and_its_pool_and_bundles_a_report(
+        release: NodeCluster, ledger: Load, tmp_path: Path) -> None:
+    """The kubectl plugin, installed with the package as `kubectl-sluice`, run through kubectl itself
+    as a user would, on the running pool and query."""
+    import os
+    import subprocess
+    import sys
+    import tarfile
+
+    node = release
+    wait_for(lambda: query_status(node, "ledger").get("batches", 0) >= 3, timeout=180, every=1,
+             what="the query Running with batches")
+    plane = getattr(node, "plane", None)  # e2e/kind.sh's cluster: kubectl is on PATH already
+    paths = [str(Path(sys.executable).parent)] + ([str(plane.kube_bin)] if plane is not None else [])
+    env = {**os.environ, "KUBECONFIG": str(node.kubeconfig), "PATH": ":".join([*paths, os.environ.get("PATH", "")])}
+
+    def sluice(*args: str) -> str:
+        proc = subprocess.run(["kubectl", "sluice", *args], env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    shown = sluice("status", "ledger", "-n", "payments")
+    assert shown.startswith(f"StreamingQuery payments/ledger on pool {POOL}: Running"), shown
+    assert "p99 " in shown and "within SLA " in shown and "bottleneck: " in shown and "Ready: True" in shown
+    pool = sluice("status", f"sp/{POOL}")
+    assert pool.startswith(f"StreamingPool {POOL}: Running") and "executors " in pool and "Ready: True" in pool
+    missing = subprocess.run(["kubectl", "sluice", "status", "no-such-thing", "-n", "payments"], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 1 and "no StreamingQuery or StreamingPool named 'no-such-thing'" in missing.stderr
+    bundle = tmp_path / "report.tar.gz"
+    sluice("report", POOL, "-o", str(bundle))
+    with tarfile.open(bundle) as tar:
+        names = tar.getnames()
+        queries = json.load(tar.extractfile(f"sluice-report-{POOL}/queries.json"))  # type: ignore[arg-type]
+        logs = [n for n in names if "/logs/" in n and n.endswith("/runtime.log")]
+        assert logs and tar.extractfile(logs[0]).read()  # type: ignore[union-attr]
+    assert {f"sluice-report-{POOL}/{n}" for n in ("pool.json", "objects.json", "events.json", "status.txt")} <= set(names)
+    assert "ledger" in {q["metadata"]["name"] for q in queries}
+
+
 def committing(node: NodeCluster, name: str) -> None:
     before = query_status(node, name).get("batches", 0)
     wait_for(lambda: query_status(node, name).get("batches", 0) > before + 1, timeout=90, every=1,
