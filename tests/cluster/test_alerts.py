@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sluice.testing.controlplane import ControlPlane, build_binaries
+from sluice.testing.controlplane import ControlPlane, build_binaries, kube_version
 
 pytestmark = [pytest.mark.cluster]
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,7 +19,7 @@ TESTS = Path(__file__).with_name("alerts") / "sluice-alerts.test.yaml"
 
 
 def rendered_rules(plane: ControlPlane, *values: str) -> dict[str, object]:
-    out = plane.helm("template", "sluice", str(ROOT), "--namespace", "sluice-system", "--set", "alerts.enabled=true",
+    out = plane.helm("template", "sluice", str(ROOT), "--kube-version", kube_version(), "--namespace", "sluice-system", "--set", "alerts.enabled=true",
                      *values).stdout
     rule = next(d for d in yaml.safe_load_all(out) if d and d["kind"] == "PrometheusRule")
     return {"groups": rule["spec"]["groups"]}
@@ -54,7 +54,7 @@ def test_the_objective_sets_the_burn_thresholds(crds_installed: ControlPlane) ->
 def test_the_dashboard_is_json_and_every_query_parses(crds_installed: ControlPlane, tmp_path: Path) -> None:
     import json
 
-    out = crds_installed.helm("template", "sluice", str(ROOT), "--set", "dashboard.enabled=true").stdout
+    out = crds_installed.helm("template", "sluice", str(ROOT), "--kube-version", kube_version(), "--set", "dashboard.enabled=true").stdout
     config = next(d for d in yaml.safe_load_all(out) if d and d["kind"] == "ConfigMap" and "dashboard" in d["metadata"]["name"])
     assert config["metadata"]["labels"]["grafana_dashboard"] == "1"
     dashboard = json.loads(config["data"]["sluice-pool.json"])

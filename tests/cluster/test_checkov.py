@@ -12,14 +12,14 @@ import yaml
 from sluice.api.pool import StreamingPool
 from sluice.operator.builders import pool_objects
 from sluice.testing.checkov import scan, skips, unexplained
-from sluice.testing.controlplane import ControlPlane
+from sluice.testing.controlplane import ControlPlane, kube_version
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_chart_and_a_pools_objects_pass_checkov_but_for_reasoned_skips(control_plane: ControlPlane, tmp_path: Path) -> None:
-    rendered = control_plane.helm("template", "sluice", str(ROOT), "--namespace", "sluice-system",
+    rendered = control_plane.helm("template", "sluice", str(ROOT), "--kube-version", kube_version(), "--namespace", "sluice-system",
                                   "--set", "alerts.enabled=true", "--set", "dashboard.enabled=true",
                                   "--set", "metrics.serviceMonitor.enabled=true", "--set", "podDisruptionBudget.enabled=true").stdout
     chart = [d for d in yaml.safe_load_all(rendered) if d]
@@ -39,7 +39,7 @@ def test_the_chart_and_a_pools_objects_pass_checkov_but_for_reasoned_skips(contr
 def test_the_skip_list_only_lists_what_checkov_finds(control_plane: ControlPlane, tmp_path: Path) -> None:
     """A skip that no longer matches a finding (in this scan or the node tier's real pods) is stale;
     the ones only real executor pods raise are named here."""
-    rendered = control_plane.helm("template", "sluice", str(ROOT), "--namespace", "sluice-system").stdout
+    rendered = control_plane.helm("template", "sluice", str(ROOT), "--kube-version", kube_version(), "--namespace", "sluice-system").stdout
     pool = yaml.safe_load((ROOT / "examples" / "pool.yaml").read_text())
     pool["metadata"]["uid"] = "0d6f0b7e-0000-4000-8000-000000000003"
     objects = [d for d in yaml.safe_load_all(rendered) if d] + pool_objects(pool, StreamingPool.model_validate(pool),

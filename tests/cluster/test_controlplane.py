@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from sluice.api.manifest import parse_text
-from sluice.testing.controlplane import ControlPlane
+from sluice.testing.controlplane import ControlPlane, kube_version
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,7 +165,7 @@ def test_helm_chart_lints_renders_and_applies(crds_installed: ControlPlane, tmp_
     listing = __import__("tarfile").open(next(tmp_path.glob("sluice-*.tgz"))).getnames()
     assert all(n.split("/", 1)[1].split("/")[0] in {"Chart.yaml", "values.yaml", "values.schema.json", "templates", "crds", "README.md", ".helmignore"} for n in listing), listing
     _ensure_namespace(crds_installed, "sluice-system")
-    rendered = crds_installed.helm("template", "sluice", str(ROOT), "--namespace", "sluice-system",
+    rendered = crds_installed.helm("template", "sluice", str(ROOT), "--kube-version", kube_version(), "--namespace", "sluice-system",
                                    "--set", "metrics.serviceMonitor.enabled=false").stdout
     kinds = sorted(d["kind"] for d in yaml.safe_load_all(rendered) if d)
     # the operator's ClusterRole and binding; the tenants' edit and view roles; the pool reader and its binding

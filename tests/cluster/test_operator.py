@@ -27,7 +27,7 @@ from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.server import ServerThread
 from sluice.testing import prometheus
-from sluice.testing.controlplane import ControlPlane, build_binaries, free_port
+from sluice.testing.controlplane import ControlPlane, build_binaries, free_port, kube_version
 from sluice.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
@@ -251,7 +251,7 @@ def test_prometheus_scrapes_the_operator_and_the_stuck_query_alert_fires(world: 
     phase series only once it ran, so a query refused admission never fired this alert.)"""
     import yaml
 
-    out = world.plane.helm("template", "sluice", str(ROOT), "--set", "alerts.enabled=true",
+    out = world.plane.helm("template", "sluice", str(ROOT), "--kube-version", kube_version(), "--set", "alerts.enabled=true",
                            "--set", "alerts.pendingFor=0s").stdout
     rule = next(d for d in yaml.safe_load_all(out) if d and d["kind"] == "PrometheusRule")
     target = f"127.0.0.1:{os.environ['SLUICE_METRICS_PORT']}"

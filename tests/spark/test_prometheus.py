@@ -17,7 +17,7 @@ from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.server import ServerThread
 from sluice.testing import prometheus
-from sluice.testing.controlplane import build_binaries
+from sluice.testing.controlplane import build_binaries, kube_version
 from sluice.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_prometheus_scrapes_the_runtime_and_the_charts_rules_evaluate(spark: Any, tmp_path: Path) -> None:
     helm = build_binaries()[1]
-    chart = subprocess.run([str(helm / "helm"), "template", "sluice", str(ROOT), "--set", "alerts.enabled=true"],
+    chart = subprocess.run([str(helm / "helm"), "template", "sluice", str(ROOT), "--kube-version", kube_version(), "--set", "alerts.enabled=true"],
                            capture_output=True, text=True, check=True).stdout
     rule = next(d for d in yaml.safe_load_all(chart) if d and d["kind"] == "PrometheusRule")
 

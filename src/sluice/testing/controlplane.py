@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -32,6 +33,15 @@ SCRIPTS = ROOT / "tests" / "cluster"
 
 class ControlPlaneError(RuntimeError):
     """The control plane could not be built or started; the message says what to do."""
+
+
+def kube_version() -> str:
+    """The Kubernetes version the tiers build and run (build-binaries.sh's KUBE_VERSION): what
+    `helm template` is told the cluster is (`--kube-version`; the chart requires 1.29 or newer)."""
+    found = re.search(r"^KUBE_VERSION=(v[0-9.]+)", (SCRIPTS / "build-binaries.sh").read_text(), re.MULTILINE)
+    if found is None:
+        raise ControlPlaneError("build-binaries.sh no longer sets KUBE_VERSION; keep it there.")
+    return found.group(1)
 
 
 class Binaries(NamedTuple):
