@@ -12,7 +12,7 @@ import pytest
 @pytest.mark.slow
 def test_bench_scheduler_json_contract() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "sluice", "bench", "scheduler", "--clients", "2", "--seconds", "1",
+        [sys.executable, "-m", "sluice", "bench", "scheduler", "--clients", "2", "--duration", "1s",
          "--core-queries", "1000", "--json"],
         capture_output=True, text=True, timeout=180,
     )

@@ -36,3 +36,21 @@ def test_commands_and_file_paths_complete() -> None:
     assert "plain,validate" in complete("sluice val")
     assert complete("sluice validate -f exa") == ["file,exa"]  # the shell lists the files
     assert "plain,simulate" in complete("sluice bench si")
+
+
+def test_durations_take_a_unit_and_old_bare_second_flags_still_work() -> None:
+    """One duration format for every flag: `60s`, `500ms`; a bare number is refused in one sentence,
+    except where a flag took bare seconds before (read as seconds, with one line naming the new form)."""
+    runner = CliRunner()
+    refused = runner.invoke(main, ["demo", "--duration", "45"])
+    assert refused.exit_code == 2 and "Invalid value for '--duration'" in refused.output and "'45'" in refused.output
+    assert "Traceback" not in refused.output
+    outside = runner.invoke(main, ["demo", "--duration", "2h"])
+    assert outside.exit_code == 2 and "2h is outside 10s to 3600s" in outside.output
+    legacy = runner.invoke(main, ["bench", "density", "--warmup", "15", "--counts", "x"])
+    assert "--warmup 15: write 15s; a bare number is still read as seconds." in legacy.output
+    aliased = runner.invoke(main, ["bench", "overhead", "--seconds", "30", "--trigger", "fast"])
+    assert "--seconds 30 is now --duration 30s." in aliased.output
+    for command in (["bench", "cameo"], ["bench", "overhead"], ["bench", "density"], ["bench", "capacity"],
+                    ["bench", "rescale"], ["bench", "ds2"], ["bench", "simulate"], ["bench", "scheduler"]):
+        assert "--json" in runner.invoke(main, [*command, "--help"]).output, command

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -139,6 +140,68 @@ def _duration(value: str | None, option: str) -> float | None:
         return Duration.parse(value).seconds
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint=option) from None
+
+
+class DurationParam(click.ParamType):  # type: ignore[type-arg]
+    """A duration flag: `60s`, `500ms`, `2m`, `1h` in seconds (a float). A bare number is refused in
+    one sentence, except on the flags that took bare seconds before (`legacy`): there it is still
+    read as seconds, with one line naming the new form."""
+
+    name = "duration"
+
+    def __init__(self, low: float = 0.0, high: float = float("inf"), legacy: bool = False) -> None:
+        self.low, self.high, self.legacy = low, high, legacy
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        from sluice.api.units import Duration
+
+        if isinstance(value, float):  # already converted (a default given in seconds)
+            return value
+        text = str(value).strip()
+        flag = param.opts[-1] if param is not None and param.opts else "the duration"
+        if self.legacy and re.fullmatch(r"[0-9]+(\.[0-9]+)?", text):
+            click.echo(f"{flag} {text}: write {text}s; a bare number is still read as seconds.", err=True)
+            seconds = float(text)
+        else:
+            try:
+                seconds = Duration.parse(text).seconds
+            except ValueError as error:
+                self.fail(str(error), param, ctx)
+        if not self.low <= seconds <= self.high:
+            self.fail(f"{text} is outside {_seconds_text(self.low)} to {_seconds_text(self.high)}.", param, ctx)
+        return seconds
+
+
+def _seconds_text(seconds: float) -> str:
+    return "no limit" if seconds == float("inf") else f"{seconds:g}s"
+
+
+def _seconds_alias(new: str) -> Callable[[click.Context, click.Parameter, float | None], float | None]:
+    """The callback of an old bare-seconds flag kept as an alias of `new` (a duration flag)."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+        if value is not None:
+            click.echo(f"{param.opts[-1]} {value:g} is now {new} {value:g}s.", err=True)
+            ctx.meta[f"alias:{new}"] = value
+        return value
+
+    return callback
+
+
+def _aliased(ctx: click.Context, new: str, value: float) -> float:
+    """The value of duration flag `new`, or of its old alias when that was given."""
+    return float(ctx.meta.get(f"alias:{new}", value))
+
+
+def _json_option(f: Callable[..., None]) -> Callable[..., None]:
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Print the result document (as written to results.json) instead of the table.")(f)
+
+
+def _print_result(as_json: bool, result: dict[str, object], table: str) -> None:
+    import json
+
+    click.echo(json.dumps(result, default=str) if as_json else table)
 
 
 @main.command()
@@ -319,14 +382,20 @@ def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, co
 
 
 @main.command()
-@click.option("--seconds", type=click.FloatRange(10, 3600), default=45, show_default=True, help="Run time per policy.")
+@click.option("--duration", "seconds", type=DurationParam(10, 3600), default="45s", show_default=True,
+              help="Run time per policy.")
+@click.option("--seconds", "old_seconds", type=click.FloatRange(10, 3600), hidden=True,
+              callback=_seconds_alias("--duration"), help="Old form of --duration (bare seconds).")
 @click.option("--examples", "folder", help="Folder of the demo's manifests (default: the ones installed with Sluice).")
 @click.option("--policies", default="fifo,cameo", show_default=True, help="Policies to compare, in order.")
 @click.option("--report", type=click.Path(dir_okay=False), help="Write both runs' reports as JSON here.")
-@click.option("--warmup", type=click.FloatRange(0, 600), default=10, show_default=True,
-              help="Seconds at each run's start left out of the figures (Spark's first batches compile and load).")
-def demo(seconds: float, folder: str | None, policies: str, report: str | None, warmup: float) -> None:
+@click.option("--warmup", type=DurationParam(0, 600, legacy=True), default="10s", show_default=True,
+              help="Left out of the figures at each run's start (Spark's first batches compile and load).")
+@click.pass_context
+def demo(ctx: click.Context, seconds: float, old_seconds: float | None, folder: str | None, policies: str,
+         report: str | None, warmup: float) -> None:
     """Two tenants on one Spark: a tight-SLA filter beside a heavy windowed aggregation, fifo then cameo."""
+    seconds = _aliased(ctx, "--duration", seconds)
     import json
 
     from sluice.runtime import runner
@@ -553,14 +622,21 @@ def bench() -> None:
 
 @bench.command("scheduler")
 @click.option("--clients", type=click.IntRange(1, 256), default=8, show_default=True, help="Concurrent client processes.")
-@click.option("--seconds", type=click.FloatRange(0.5, 3600), default=5.0, show_default=True, help="Measured duration.")
+@click.option("--duration", "seconds", type=DurationParam(0.5, 3600), default="5s", show_default=True,
+              help="Measured duration.")
+@click.option("--seconds", "old_seconds", type=click.FloatRange(0.5, 3600), hidden=True,
+              callback=_seconds_alias("--duration"), help="Old form of --duration (bare seconds).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of a table.")
 @click.option("--core-queries", type=click.IntRange(1, 1_000_000), default=10_000, show_default=True,
               help="Registered queries for the pure-core decision timing.")
 @click.option("--out", type=click.Path(file_okay=False), help="Also write scheduler.json and scheduler.png here.")
-def bench_scheduler(clients: int, seconds: float, as_json: bool, core_queries: int, out: str | None) -> None:
+@click.pass_context
+def bench_scheduler(ctx: click.Context, clients: int, seconds: float, old_seconds: float | None, as_json: bool,
+                    core_queries: int, out: str | None) -> None:
     """Grants/s and round-trip latency of the real sidecar on loopback, and one core decision."""
     import json
+
+    seconds = _aliased(ctx, "--duration", seconds)
 
     from sluice.bench import scheduler as scheduler_bench
 
@@ -584,17 +660,25 @@ def bench_scheduler(clients: int, seconds: float, as_json: bool, core_queries: i
 @bench.command("overhead")
 @click.option("--rounds", type=click.IntRange(3, 50), default=3, show_default=True,
               help="Rounds; each runs plain Spark, Sluice ungated and Sluice with cameo once, in fresh processes.")
-@click.option("--seconds", type=click.FloatRange(10, 3600), default=60, show_default=True, help="Measured seconds per run.")
-@click.option("--warmup", type=click.FloatRange(0, 600), default=20, show_default=True, help="Seconds left out at each run's start.")
+@click.option("--duration", "seconds", type=DurationParam(10, 3600), default="60s", show_default=True,
+              help="Measured time per run.")
+@click.option("--seconds", "old_seconds", type=click.FloatRange(10, 3600), hidden=True,
+              callback=_seconds_alias("--duration"), help="Old form of --duration (bare seconds).")
+@click.option("--warmup", type=DurationParam(0, 600, legacy=True), default="20s", show_default=True,
+              help="Left out at each run's start.")
 @click.option("--rate", type=click.FloatRange(1, 1e6), default=1000, show_default=True, help="Kafka events per second.")
 @click.option("--trigger", default="500ms", show_default=True, help="The query's micro-batch interval.")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/overhead", show_default=True,
               help="Writes results.json, summary.txt, overhead.png and each run's files here.")
-def bench_overhead(rounds: int, seconds: float, warmup: float, rate: float, trigger: str, out: str) -> None:
+@_json_option
+@click.pass_context
+def bench_overhead(ctx: click.Context, rounds: int, seconds: float, old_seconds: float | None, warmup: float, rate: float,
+                   trigger: str, out: str, as_json: bool) -> None:
     """Sluice's per-batch cost against plain Spark: one Kafka filter query three ways, side by side."""
     from sluice.bench import overhead
     from sluice.testing.kafka import KafkaUnavailable
 
+    seconds = _aliased(ctx, "--duration", seconds)
     _duration(trigger, "--trigger")
     options = overhead.Options(rounds=rounds, seconds=seconds, warmup=warmup, rate=rate, trigger=trigger)
     try:
@@ -602,8 +686,8 @@ def bench_overhead(rounds: int, seconds: float, warmup: float, rate: float, trig
     except (KafkaUnavailable, RuntimeError) as error:
         click.echo(str(error), err=True)
         sys.exit(1)
-    click.echo(result["table"])
-    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/overhead.png")
+    _print_result(as_json, result, result["table"])
+    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/overhead.png", err=True)
 
 
 @bench.command("cameo")
@@ -615,7 +699,8 @@ def bench_overhead(rounds: int, seconds: float, warmup: float, rate: float, trig
 @click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True, help="Repeats (policies interleaved).")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out", show_default=True,
               help="Writes results.json, latency.png, cdf.png and each run's files here.")
-def bench_cameo(scenario: str, policies: str, repeat: int, out: str) -> None:
+@_json_option
+def bench_cameo(scenario: str, policies: str, repeat: int, out: str, as_json: bool) -> None:
     """Cameo vs Spark's FIFO and FAIR on real Spark with Kafka load: latency per query, side by side."""
     from sluice.api.scenario import ScenarioError, load_scenario
     from sluice.bench import cameo as cameo_bench
@@ -633,9 +718,9 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str) -> None:
         click.echo(str(error), err=True)
         sys.exit(1)
     summary = "\n".join([result["table"], "", *result["ratios"], *result["throughput"]])
-    click.echo(summary)
+    _print_result(as_json, result, summary)
     (Path(out) / "summary.txt").write_text(summary + "\n")
-    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/latency.png, {out}/cdf.png")
+    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/latency.png, {out}/cdf.png", err=True)
 
 
 def _counts(value: str, option: str) -> tuple[int, ...]:
@@ -654,16 +739,19 @@ def _counts(value: str, option: str) -> tuple[int, ...]:
               help="Queries in the shared pool at each step (ascending); stops after the first step that breaks an SLA.")
 @click.option("--per-app", default="1,5,10", show_default=True,
               help="Applications of one query each, compared; 'none' skips them (a shared-pool-only run).")
-@click.option("--warmup", type=click.FloatRange(5, 3600), default=45, show_default=True, help="Seconds before each step's window.")
-@click.option("--window", type=click.FloatRange(5, 3600), default=60, show_default=True, help="Measured seconds per step.")
+@click.option("--warmup", type=DurationParam(5, 3600, legacy=True), default="45s", show_default=True,
+              help="Before each step's window.")
+@click.option("--window", type=DurationParam(5, 3600, legacy=True), default="60s", show_default=True,
+              help="Measured time per step.")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/density", show_default=True,
               help="Writes results.json, summary.txt and density.png here.")
 @click.option("--conf", multiple=True, metavar="KEY=VALUE",
               help="A Spark setting for the shared pool's runtime (repeatable): to measure one change against the default.")
 @click.option("--capacity", type=click.IntRange(1, 100_000), default=RUNTIME_CAPACITY, show_default=True,
               help="The shared pool's scheduler capacity: batches granted at once.")
+@_json_option
 def bench_density(counts: str, per_app: str, warmup: float, window: float, out: str, conf: tuple[str, ...],
-                  capacity: int) -> None:
+                  capacity: int, as_json: bool) -> None:
     """How many tenants' queries one pool holds with every SLA kept, and memory per query against one app each."""
     from sluice.bench import density as density_bench
     from sluice.testing.kafka import KafkaUnavailable
@@ -680,8 +768,8 @@ def bench_density(counts: str, per_app: str, warmup: float, window: float, out: 
     except (KafkaUnavailable, RuntimeError) as error:
         click.echo(str(error), err=True)
         sys.exit(1)
-    click.echo(density_bench.render(result))
-    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/density.png")
+    _print_result(as_json, result, density_bench.render(result))
+    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/density.png", err=True)
 
 
 @bench.command("capacity")
@@ -693,7 +781,8 @@ def bench_density(counts: str, per_app: str, warmup: float, window: float, out: 
               help="Stop here and report the bracket reached (no probe starts that would not end in time).")
 @click.option("--max-probes", type=click.IntRange(1, 50), default=10, show_default=True,
               help="Probes per policy at most; at least min(4, this) are made.")
-def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, max_probes: int) -> None:
+@_json_option
+def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, max_probes: int, as_json: bool) -> None:
     """The highest load (one multiplier on every rate) each policy carries with every SLA kept."""
     from sluice.api.scenario import ScenarioError, load_scenario
     from sluice.bench import cameo as cameo_bench
@@ -714,8 +803,8 @@ def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, m
     except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
         click.echo(str(error), err=True)
         sys.exit(1)
-    click.echo(capacity_bench.render(result))
-    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/capacity.png")
+    _print_result(as_json, result, capacity_bench.render(result))
+    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/capacity.png", err=True)
 
 
 @bench.command("rescale")
@@ -726,16 +815,17 @@ def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, m
 @click.option("--keys", type=click.IntRange(1000, 100_000_000), default=1_000_000, show_default=True,
               help="Distinct keys in the query's state (preloaded before the change).")
 @click.option("--rate", type=click.FloatRange(1, 1e6), default=1000, show_default=True, help="Events per second after the preload.")
-@click.option("--steady", type=click.FloatRange(10, 3600), default=40, show_default=True,
-              help="Seconds of steady batches before the target changes.")
-@click.option("--after", type=click.FloatRange(10, 3600), default=80, show_default=True,
-              help="Seconds the run goes on after the change.")
+@click.option("--steady", type=DurationParam(10, 3600, legacy=True), default="40s", show_default=True,
+              help="Steady batches before the target changes.")
+@click.option("--after", type=DurationParam(10, 3600, legacy=True), default="80s", show_default=True,
+              help="How long the run goes on after the change.")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/rescale", show_default=True,
               help="Writes results.json, table.md, rescale.png and each run's files here.")
 @click.option("--from-results", "from_results", type=click.Path(dir_okay=False), default=None,
               help="Run nothing: render the table and plot again from an earlier run's results.json.")
+@_json_option
 def bench_rescale(strategies: str, stores: str, keys: int, rate: float, steady: float, after: float, out: str,
-                  from_results: str | None) -> None:
+                  from_results: str | None, as_json: bool) -> None:
     """Megaphone's figure: a stateful query's batches while the pool grows 2->4 and shrinks 4->2 (local-cluster)."""
     from sluice.bench import rescale as rescale_bench
     from sluice.testing.kafka import KafkaUnavailable
@@ -746,7 +836,7 @@ def bench_rescale(strategies: str, stores: str, keys: int, rate: float, steady: 
         except (OSError, ValueError, KeyError, TypeError) as error:
             click.echo(f"--from-results: {from_results} is no results.json of `sluice bench rescale` ({error}).", err=True)
             sys.exit(1)
-        click.echo(rescale_bench.table_text(document["stores"]))
+        _print_result(as_json, document, rescale_bench.table_text(document["stores"]))
         return
 
     chosen = [p.strip() for p in strategies.split(",") if p.strip()]
@@ -763,8 +853,8 @@ def bench_rescale(strategies: str, stores: str, keys: int, rate: float, steady: 
     except (KafkaUnavailable, RuntimeError) as error:
         click.echo(str(error), err=True)
         sys.exit(1)
-    click.echo(rescale_bench.table_text(document["stores"]))
-    click.echo(f"wrote {out}/results.json, {out}/table.md, {out}/rescale.png ({document['wall_seconds']} s)")
+    _print_result(as_json, document, rescale_bench.table_text(document["stores"]))
+    click.echo(f"wrote {out}/results.json, {out}/table.md, {out}/rescale.png ({document['wall_seconds']} s)", err=True)
 
 
 @bench.command("ds2")
@@ -772,12 +862,14 @@ def bench_rescale(strategies: str, stores: str, keys: int, rate: float, steady: 
               help="Autoscaling policies compared in the same run: ds2 (the operator's) and threshold.")
 @click.option("--rates", default="300,3000,1500", show_default=True,
               help="Events per second of the low, high and middle phases.")
-@click.option("--phase", type=click.FloatRange(20, 3600), default=60, show_default=True, help="Seconds per phase.")
+@click.option("--phase", type=DurationParam(20, 3600, legacy=True), default="60s", show_default=True,
+              help="Time per phase.")
 @click.option("--utilization", type=click.FloatRange(0.001, 1), default=0.35, show_default=True,
               help="The utilization target both policies size for (low, so this machine's loads span 1 to 3 executors).")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/ds2", show_default=True,
               help="Writes results.json, table.md, ds2.png and each run's files here.")
-def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: str) -> None:
+@_json_option
+def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: str, as_json: bool) -> None:
     """DS2's convergence on real executors (local-cluster), under- and over-provisioned, against a threshold policy."""
     from sluice.bench import ds2 as ds2_bench
     from sluice.testing.kafka import KafkaUnavailable
@@ -801,24 +893,26 @@ def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: 
     except (KafkaUnavailable, RuntimeError) as error:
         click.echo(str(error), err=True)
         sys.exit(1)
-    click.echo(ds2_bench.table_text(result))
-    click.echo(f"wrote {out}/results.json, {out}/table.md, {out}/ds2.png ({result['wall_seconds']} s)")
+    _print_result(as_json, result, ds2_bench.table_text(result))
+    click.echo(f"wrote {out}/results.json, {out}/table.md, {out}/ds2.png ({result['wall_seconds']} s)", err=True)
 
 @bench.command("simulate")
 @click.option("--counts", default="100,1000,10000", show_default=True, help="Queries simulated at each step (ascending).")
 @click.option("--per-tenant", type=click.IntRange(1, 10_000), default=10, show_default=True, help="Queries per tenant.")
-@click.option("--duration", default="10m", show_default=True, help="Simulated time per step.")
+@click.option("--duration", type=DurationParam(1, 24 * 3600), default="10m", show_default=True,
+              help="Simulated time per step.")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/simulate", show_default=True,
               help="Writes results.json, summary.txt and simulate.png here.")
-def bench_simulate(counts: str, per_tenant: int, duration: str, out: str) -> None:
+@_json_option
+def bench_simulate(counts: str, per_tenant: int, duration: float, out: str, as_json: bool) -> None:
     """How fast `sluice simulate` runs a large pool (10,000 queries of 1,000 tenants), and each scheduling decision."""
     from sluice.bench import simulate as simulate_bench
 
     options = simulate_bench.Options(counts=_counts(counts, "--counts"), per_tenant=per_tenant,
-                                     duration=_duration(duration, "--duration") or 600.0)
+                                     duration=duration)
     result = simulate_bench.run(options, Path(out), log=lambda m: click.echo(m, err=True))
-    click.echo(simulate_bench.render(result["steps"]))
-    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/simulate.png")
+    _print_result(as_json, result, simulate_bench.render(result["steps"]))
+    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/simulate.png", err=True)
 
 
 if __name__ == "__main__":
