@@ -398,8 +398,6 @@ def demo(ctx: click.Context, seconds: float, old_seconds: float | None, folder: 
     seconds = _aliased(ctx, "--duration", seconds)
     import json
 
-    from sluice.runtime import runner
-
     files = tuple(str(p) for p in demo_manifests(folder))
     if not files:
         click.echo(f"No manifests in '{folder}'; pass --examples with a folder of YAML files.", err=True)
@@ -410,33 +408,65 @@ def demo(ctx: click.Context, seconds: float, old_seconds: float | None, folder: 
     if unknown:
         click.echo(f"--policies: unknown {', '.join(unknown)}; use {', '.join(POLICIES)}.", err=True)
         sys.exit(1)
-    import threading
+    import subprocess
+    import tempfile
 
-    stop = threading.Event()
-    runner.install_interrupt(stop)
     results = {}
-    for policy in chosen:
-        if stop.is_set():
-            break
+    for policy in chosen:  # each policy in a process of its own: a fresh JVM started with its own options
         click.echo(f"[{policy}] running {len(queries)} queries for {seconds:g}s on Spark local[*] "
                    f"(the first {warmup:g}s left out) ...", err=True)
-        results[policy] = runner.run(queries, runner.RunOptions(
-            policy=policy, duration=seconds, stop=stop, warmup=warmup, on_tick=demo_progress(policy, seconds)))
-        runner.stop_session()
+        with tempfile.TemporaryDirectory(prefix="sluice-demo-") as work:
+            out = Path(work) / "report.json"
+            child = subprocess.run([sys.executable, "-m", "sluice", "demo-policy", *(a for f in files for a in ("-f", f)),
+                                    "--policy", policy, "--duration", f"{seconds:g}s", "--warmup", f"{warmup:g}s",
+                                    "--report", str(out)], check=False)
+            if child.returncode != 0 or not out.exists():
+                click.echo(f"[{policy}] the run stopped (exit {child.returncode}); no figures for it.", err=True)
+                break
+            results[policy] = json.loads(out.read_text())
+    if not results:
+        sys.exit(1)
     click.echo(demo_table(results, queries))
     if report:
         Path(report).write_text(json.dumps(results, indent=2) + "\n")
 
 
+@main.command("demo-policy", hidden=True)
+@click.option("-f", "--filename", "files", multiple=True, required=True, type=click.Path(dir_okay=False))
+@click.option("--policy", type=click.Choice(POLICIES), required=True)
+@click.option("--duration", "seconds", type=DurationParam(1, 3600), required=True)
+@click.option("--warmup", type=DurationParam(0, 600), required=True)
+@click.option("--report", type=click.Path(dir_okay=False), required=True)
+def demo_policy(files: tuple[str, ...], policy: str, seconds: float, warmup: float, report: str) -> None:
+    """One policy of `sluice demo`, in the process the demo started for it."""
+    import threading
+
+    from sluice.runtime import runner
+
+    queries, _ = _load_queries(files)
+    stop = threading.Event()
+    runner.install_interrupt(stop)
+    try:
+        result = runner.run(queries, runner.RunOptions(policy=policy, duration=seconds, stop=stop, warmup=warmup,
+                                                       on_tick=demo_progress(policy, seconds)))
+    except RuntimeError as error:  # the driver JVM died under the run
+        click.echo(str(error), err=True)
+        sys.exit(1)
+    runner.write_report(result, Path(report))
+
+
 def demo_progress(policy: str, seconds: float, every: float = 10.0) -> Callable[[dict[str, QueryStatus]], None]:
-    """A line every `every` seconds: elapsed time and each query's p99 and attainment so far."""
+    """A line every `every` seconds: time since every query started (never past `seconds`, when the
+    run stops) and each query's p99 and attainment so far."""
     import time
 
-    started = time.monotonic()
+    started: list[float] = []
     shown = [0.0]
 
     def tick(statuses: dict[str, QueryStatus]) -> None:
-        elapsed = time.monotonic() - started
+        if not started:
+            started.append(time.monotonic())
+        elapsed = min(time.monotonic() - started[0], seconds)
         if elapsed - shown[0] < every:
             return
         shown[0] = elapsed
