@@ -446,10 +446,11 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
 
 def size(queries: Sequence[SimQuery], pool: Pool, options: Options, least: int, most: int,
          timer: Callable[[], float] | None = None,
-         judged: Collection[str] | None = None) -> tuple[int | None, dict[int, Result]]:
+         judged: Collection[str] | None = None,
+         on_step: Callable[[int, Result], None] | None = None) -> tuple[int | None, dict[int, Result]]:
     """The smallest executor count in [least, most] whose simulated schedule keeps every SLA
     (of the `judged` queries only, if given) (None: not even `most`), and every simulation made
-    on the way (executors -> result).
+    on the way (executors -> result); `on_step` hears each as it is made (progress).
 
     Doubles from `least` until the SLAs hold, then bisects between the last miss and the first
     hold: attainment grows with executors in this model (more slots never delay a batch)."""
@@ -463,6 +464,8 @@ def size(queries: Sequence[SimQuery], pool: Pool, options: Options, least: int, 
             return False
         if n not in runs:
             runs[n] = simulate(queries, at, options, timer)
+            if on_step is not None:
+                on_step(n, runs[n])
         if judged is None:
             return runs[n].kept
         return all(runs[n].queries[key].kept for key in judged)

@@ -331,6 +331,8 @@ def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None
 
     queries, per_executor, chosen, recorded, options = _whatif_inputs(
         (*files, *more), scenario, costs, rates, cores, policy, duration, warmup, timeline=out is not None)
+    click.echo(f"simulating {len(queries)} queries on {executors} executor(s) for {options.duration:g}s of pool time ...",
+               err=True)
     result = run_simulation(queries, Pool(executors, per_executor, chosen), options)
     click.echo(whatif.table(result, queries, recorded))
     missed = [k for k, r in result.queries.items() if not r.kept]
@@ -353,16 +355,20 @@ def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, co
     from sluice.cli import whatif
     from sluice.operator.autoscaler import ds2_executors
     from sluice.scheduler.simulate import Pool
+    from sluice.scheduler.simulate import Result as SimResult
     from sluice.scheduler.simulate import size as search
 
     queries, per_executor, chosen, _, options = _whatif_inputs(
         (*files, *more), scenario, costs, rates, cores, policy, duration, warmup)
     ds2, why = ds2_executors(queries, per_executor, utilization)
-    found, runs = search(queries, Pool(1, per_executor, chosen), options, 1, max_executors)
-    for n in sorted(runs):
-        worst = runs[n].worst()
+    def step(n: int, result: SimResult) -> None:  # progress: one line per simulated pool, as it is made
+        worst = result.worst()
         detail = "" if worst is None else f"; worst {worst.key} {worst.attainment or 0:.1%} (goal {worst.goal:.0%})"
-        click.echo(f"{n:>5} executor(s): {'every SLA kept' if runs[n].kept else 'misses'}{detail}", err=True)
+        click.echo(f"{n:>5} executor(s): {'every SLA kept' if result.kept else 'misses'}{detail}", err=True)
+
+    click.echo(f"simulating {len(queries)} queries for {options.duration:g}s of pool time per executor count ...",
+               err=True)
+    found, runs = search(queries, Pool(1, per_executor, chosen), options, 1, max_executors, on_step=step)
     click.echo(f"DS2 (sustains the rates): {ds2} executor(s) of {per_executor} core(s): {why}")
     if found is None:
         click.echo(f"SLAs: not kept even at {max_executors} executor(s) (--max-executors); "
@@ -606,7 +612,7 @@ def dev_cluster_up(workdir: str | None) -> None:
     folder = Path(workdir) if workdir else Path.home() / ".cache" / "sluice" / "dev-cluster"
     click.echo("starting a one-node Kubernetes (a cold machine builds its binaries and images first: ~10 min) ...", err=True)
     try:
-        cluster = dev_up(folder)
+        cluster = dev_up(folder, say=lambda message: click.echo(message, err=True))
     except NodeError as error:
         click.echo(str(error), err=True)
         sys.exit(1)

@@ -27,6 +27,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,6 +122,8 @@ class NodeCluster:
     ip: str = ""
     images: dict[str, tuple[Path, str]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    say: Callable[[str], None] = field(default=lambda message: None, repr=False)
+    """Progress, one line a step (`sluice dev cluster up` prints it)."""
 
     @property
     def kubeconfig(self) -> Path:
@@ -146,10 +149,12 @@ class NodeCluster:
             raise NodeError(f"A node cluster of process {running['owner']} is running (state {running['state']}); "
                             "stop it first (for a dev cluster: sluice dev cluster down).")
         started = time.monotonic()
+        self.say("building (or reusing) kube-apiserver, etcd, kubelet, CoreDNS ...")
         kube, helm, _prometheus, _kstatus, coredns = build_binaries(node=True)
         assert coredns is not None  # built with node=True
         self.timings["binaries_s"] = time.monotonic() - started
         mark = time.monotonic()
+        self.say(f"binaries ready in {self.timings['binaries_s']:.0f} s; building (or reusing) the images ...")
         self.images = build_images()
         self.timings["images_s"] = time.monotonic() - mark
         mark = time.monotonic()
@@ -168,10 +173,13 @@ class NodeCluster:
             self.plane = ControlPlane(kube, helm, self.workdir / "controlplane", address=self.ip, owner=self.owner,
                                       extra_args=["--kubelet-preferred-address-types", "InternalIP,Hostname",
                                                   "--service-node-port-range", "30000-32767"])
+            self.say(f"images ready in {self.timings['images_s']:.0f} s; starting the control plane ...")
             self.plane.start()
             self._controllers(kube)
+            self.say("starting containerd and importing the images ...")
             self._containerd()
             self._import_images()
+            self.say("starting the kubelet, kube-proxy and CoreDNS; waiting for the node to be Ready ...")
             self._kubelet(kube)
             self._kube_proxy(kube)
             self._dns(coredns)
@@ -528,10 +536,10 @@ DEV_OWNER = 1
 started them, no test run reaps them, and a test run refuses to start beside them."""
 
 
-def dev_up(workdir: Path) -> NodeCluster:
-    """Start a node that keeps running after this process exits."""
+def dev_up(workdir: Path, say: Callable[[str], None] = lambda message: None) -> NodeCluster:
+    """Start a node that keeps running after this process exits; `say` hears each step."""
     workdir.mkdir(parents=True, exist_ok=True)
-    cluster = NodeCluster(workdir, owner=DEV_OWNER)
+    cluster = NodeCluster(workdir, owner=DEV_OWNER, say=say)
     cluster.start()
     return cluster
 
