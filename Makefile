@@ -49,6 +49,7 @@ unit: $(STAMP)
 
 crds: $(STAMP)
 	$(BIN)/sluice crds > crds/sluice.dev.yaml
+	$(BIN)/sluice reference > docs/reference.md
 
 clean:
 	rm -rf $(VENV) .venv-checkov .mypy_cache .pytest_cache .ruff_cache

@@ -25,3 +25,33 @@ def test_every_relative_link_resolves() -> None:
             if not (page.parent / path).exists():
                 dead.append(f"{page.relative_to(ROOT)}: {target}")
     assert dead == []
+
+
+def test_the_reference_page_is_generated_from_the_models() -> None:
+    from sluice.api.reference import reference_markdown
+
+    assert (ROOT / "docs" / "reference.md").read_text(encoding="utf-8") == reference_markdown(), (
+        "docs/reference.md is stale: run `make crds` (it writes the CRDs and the reference)")
+
+
+def test_every_reason_the_operator_sets_is_in_the_reference() -> None:
+    """Reasons are found in the operator's source where it sets a condition (`set_condition`,
+    `health`, an `Admission`): each one has its row, with what to do."""
+    from sluice.api.reference import CONDITIONS, REASONS
+    from sluice.operator.status import STALLED_REASONS
+
+    documented = {(kind, reason) for kind, reason, _ in REASONS}
+    reasons = {reason for _, reason in documented}
+    source = "\n".join(p.read_text() for p in sorted((ROOT / "operator").glob("*.py")))
+    found = set(re.findall(r'Admission\((?:True|False), "([A-Za-z]+)"', source))
+    found |= set(re.findall(r'set_condition\([^,]+, "[A-Za-z]+", [^,]+, "([A-Za-z]+)"', source))
+    ternary = r'"([A-Za-z]+)" if [a-z]+ else "([A-Za-z]+)"'  # a reason chosen by a flag
+    found |= {w for pair in re.findall(r'set_condition\(\s*[^,]+, "[A-Za-z]+", [^,]+, ' + ternary, source) for w in pair}
+    found |= {w for pair in re.findall(r'health\([^,]+, [^,]+, ' + ternary, source) for w in pair}
+    found |= set(re.findall(r'health\([^,]+, "[A-Za-z]+", "([A-Za-z]+)"', source))
+    assert len(found) >= 15, found  # the scan itself still finds the operator's reasons
+    assert sorted(found - reasons) == []
+    assert sorted(STALLED_REASONS - reasons) == []
+    assert {kind for kind, _ in documented} <= set(CONDITIONS)
+    set_types = set(re.findall(r'set_condition\([^,]+, "([A-Za-z]+)"', source)) | {"Ready", "Stalled", "Reconciling"}
+    assert sorted(set_types - set(CONDITIONS)) == []

@@ -95,6 +95,14 @@ def completion(shell: str) -> None:
     click.echo(found(main, {}, "sluice", "_SLUICE_COMPLETE").source())
 
 
+@main.command()
+def reference() -> None:
+    """Print the reference page (docs/reference.md): every field, condition and reason."""
+    from sluice.api.reference import reference_markdown
+
+    click.echo(reference_markdown(), nl=False)
+
+
 @main.command("values-schema")
 def values_schema() -> None:
     """Print the chart's values.schema.json, generated from its values model."""
