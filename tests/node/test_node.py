@@ -203,6 +203,39 @@ def test_a_pool_runs_its_driver_and_executors_as_pods(release: NodeCluster) -> N
              what="the pool Running")
 
 
+def readme_block(heading: str) -> list[str]:
+    """The shell lines of README's first code block under `heading`, as a user copies them."""
+    text = (ROOT / "README.md").read_text()
+    block = text[text.index(heading):].split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_readmes_quick_start_brings_a_query_to_ready(release: NodeCluster) -> None:
+    """README's dev-cluster block as written, from the pool's wait on: the fixture and the test above
+    did its install, namespace and pool steps (with a claim for checkpoints the later tests need)."""
+    import os
+    import subprocess
+    import sys
+
+    lines = readme_block("## A query on a one-node Kubernetes")
+    first = next(i for i, line in enumerate(lines) if line.startswith("kubectl wait --for=condition=Ready sp/"))
+    steps = [line for line in lines[first:] if "dev cluster" not in line]
+    assert any("examples/first-query.yaml" in step for step in steps) and any("kubectl get sq" in step for step in steps)
+    plane = getattr(release, "plane", None)
+    paths = [str(Path(sys.executable).parent)] + ([str(plane.kube_bin)] if plane is not None else [])
+    env = {**os.environ, "KUBECONFIG": str(release.kubeconfig), "PATH": ":".join([*paths, os.environ.get("PATH", "")])}
+    try:
+        for step in steps:
+            proc = subprocess.run(["bash", "-c", step.replace("$PWD/.venv/bin", str(Path(sys.executable).parent))],
+                                  cwd=ROOT, env=env, capture_output=True, text=True, timeout=360)
+            assert proc.returncode == 0, f"README step {step!r} failed: {proc.stderr.strip()}"
+            if step.startswith("kubectl get sq"):
+                row = next(r for r in proc.stdout.splitlines() if "first-query" in r)
+                assert " True " in f" {row} " and "Running" in row, proc.stdout
+    finally:
+        release.kubectl("delete", "-f", str(ROOT / "examples" / "first-query.yaml"), "--wait=false", check=False)
+
+
 def test_the_pools_network_policies_select_its_real_pods(release: NodeCluster) -> None:
     """Each NetworkPolicy of the pool selects the pods it means, by the labels those pods really carry
     (Spark's own `spark-role` on executor pods, the chart's on the operator pod). This node's bridge
