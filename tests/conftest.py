@@ -21,7 +21,8 @@ settings.load_profile("replayable")
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("chaos", "the chaos tier (tests/chaos)")
-    group.addoption("--chaos-rounds", type=int, default=5, help="faults injected per chaos case (a longer soak: more)")
+    group.addoption("--chaos-rounds", type=int, default=3,
+                    help="faults injected per chaos case (make test: 3; a longer soak: more)")
     group.addoption("--chaos-seed", type=int, default=20261124, help="seed of the fault times (a failure prints its seed)")
 
 
