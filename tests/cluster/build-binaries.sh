@@ -55,9 +55,12 @@ build() {  # build <out-dir> <what> <command...>: build into a temp dir, then mo
 }
 
 mkdir -p "$cache"
-if [[ ! -x "$kube_dir/kube-apiserver" || ! -x "$kube_dir/kubectl" || ! -x "$kube_dir/etcd" ]]; then
+# the apiserver reports its real version (helm checks the chart's kubeVersion against it); a
+# binary built before it did is rebuilt once (the Go build cache makes that a relink)
+if [[ ! -x "$kube_dir/kube-apiserver" || ! -x "$kube_dir/kubectl" || ! -x "$kube_dir/etcd" || ! -e "$kube_dir/.versioned" ]]; then
   build "$kube_dir" "kube-apiserver, kubectl and etcd $KUBE_VERSION" \
-    go build -trimpath -ldflags=-s -o @OUT@/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl ./etcd
+    go build -trimpath "-ldflags=$version_flags" -o @OUT@/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl ./etcd
+  touch "$kube_dir/.versioned"
 fi
 if [[ ! -x "$helm_dir/helm" ]]; then
   build "$helm_dir" "helm $HELM_VERSION" go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"

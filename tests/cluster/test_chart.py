@@ -42,7 +42,7 @@ def test_two_releases_in_two_namespaces_coexist(crds_installed: ControlPlane) ->
 
 def test_optional_objects_and_pull_secrets_render(crds_installed: ControlPlane) -> None:
     rendered = crds_installed.helm(
-        "template", "x", str(ROOT), "--namespace", "ops", "--set", "podDisruptionBudget.enabled=true",
+        "template", "x", str(ROOT), "--kube-version", kube_version(), "--namespace", "ops", "--set", "podDisruptionBudget.enabled=true",
         "--set", "imagePullSecrets[0].name=registry", "--set", "fullnameOverride=custom").stdout
     docs = {d["kind"]: d for d in yaml.safe_load_all(rendered) if d}
     assert docs["PodDisruptionBudget"]["spec"]["minAvailable"] == 1
@@ -167,7 +167,7 @@ def test_monitors_carry_the_selecting_labels_and_find_the_pool_pods(crds_install
     from sluice.api.pool import StreamingPool
     from sluice.operator.builders import pool_objects
 
-    rendered = crds_installed.helm("template", "x", str(ROOT), "--namespace", "ops",
+    rendered = crds_installed.helm("template", "x", str(ROOT), "--kube-version", kube_version(), "--namespace", "ops",
                                    "--set", "metrics.serviceMonitor.enabled=true",
                                    "--set", "metrics.serviceMonitor.labels.release=kps").stdout
     docs = {d["kind"]: d for d in yaml.safe_load_all(rendered) if d}
@@ -186,6 +186,6 @@ def test_monitors_carry_the_selecting_labels_and_find_the_pool_pods(crds_install
     assert port == "metrics"
     operator_pod = docs["Deployment"]["spec"]["template"]["metadata"]["labels"]
     assert operator_pod[OPERATOR_POD_LABEL[0]] == OPERATOR_POD_LABEL[1]
-    off = crds_installed.helm("template", "x", str(ROOT), "--set", "metrics.serviceMonitor.enabled=true",
+    off = crds_installed.helm("template", "x", str(ROOT), "--kube-version", kube_version(), "--set", "metrics.serviceMonitor.enabled=true",
                               "--set", "metrics.serviceMonitor.pools=false").stdout
     assert "kind: PodMonitor" not in off

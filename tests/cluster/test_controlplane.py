@@ -119,13 +119,19 @@ def test_printer_columns_and_status_subresource(crds_installed: ControlPlane) ->
     assert "status" not in got or got["status"].get("phase") != "Running"
     # ... and kept through the status subresource
     status = {"status": {"phase": "Running", "latency": {"p50Ms": 80.0, "p99Ms": 412.5, "p99": "412ms"},
-                         "slaAttainment": 0.993, "attainment": "99.3%", "executors": {"current": 2, "target": 2}}}
+                         "slaAttainment": 0.993, "attainment": "99.3%", "executors": {"current": 2, "target": 2},
+                         "conditions": [{"type": "Ready", "status": "True", "reason": "Running", "message": "x."}],
+                         "bottleneck": "stage 3", "message": "all fine"}}
     crds_installed.kubectl("patch", "sq", "fraud-filter", "-n", "payments", "--type=merge", "--subresource=status",
                            "-p", json.dumps(status))
     table = crds_installed.kubectl("get", "sq", "-n", "payments").stdout.splitlines()
-    assert table[0].split() == ["NAME", "POOL", "SLA", "P99", "ATTAINMENT", "EXECUTORS", "PHASE", "AGE"]
+    assert table[0].split() == ["NAME", "POOL", "SLA", "P99", "ATTAINMENT", "EXECUTORS", "READY", "PHASE", "AGE"]
     row = next(line.split() for line in table[1:] if line.startswith("fraud-filter"))
-    assert row[1:7] == ["shared", "500ms", "412ms", "99.3%", "2", "Running"]  # the units the operator writes
+    assert row[1:8] == ["shared", "500ms", "412ms", "99.3%", "2", "True", "Running"]  # the units the operator writes
+    wide = crds_installed.kubectl("get", "sq", "-n", "payments", "-o", "wide").stdout.splitlines()
+    assert wide[0].split()[-2:] == ["BOTTLENECK", "MESSAGE"]  # -o wide only
+    assert next(line for line in wide[1:] if line.startswith("fraud-filter")).split()[-4:] == ["stage", "3", "all",
+                                                                                               "fine"]
 
 
 def test_tenant_user_is_bound_by_rbac(crds_installed: ControlPlane) -> None:
