@@ -14,7 +14,7 @@ import yaml
 
 from sluice.api.constants import OPERATOR_HEALTH_PORT, OPERATOR_METRICS_PORT, OPERATOR_POD_LABEL
 from sluice.operator.settings import Settings
-from sluice.testing.controlplane import ControlPlane, free_port
+from sluice.testing.controlplane import ControlPlane, free_port, kube_version
 from sluice.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.cluster]
