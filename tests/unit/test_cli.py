@@ -54,3 +54,17 @@ def test_durations_take_a_unit_and_old_bare_second_flags_still_work() -> None:
     for command in (["bench", "cameo"], ["bench", "overhead"], ["bench", "density"], ["bench", "capacity"],
                     ["bench", "rescale"], ["bench", "ds2"], ["bench", "simulate"], ["bench", "scheduler"]):
         assert "--json" in runner.invoke(main, [*command, "--help"]).output, command
+
+
+def test_validate_takes_every_example_including_the_what_if_rates_file(tmp_path: Path) -> None:
+    """`sluice validate -f examples/*.yaml examples/*/*.yaml` passes: a what-if rates file beside the
+    manifests is checked as one; a wrong rates file gets one sentence naming its field."""
+    root = Path(__file__).resolve().parents[2] / "examples"
+    files = sorted(str(p) for p in (*root.glob("*.yaml"), *root.glob("*/*.yaml")))
+    result = CliRunner().invoke(main, ["validate", *(a for f in files for a in ("-f", f))])
+    assert result.exit_code == 0, result.output
+    assert "whatif/rates.yaml: a what-if rates file (sluice simulate --rates) is valid" in result.output
+    bad = tmp_path / "rates.yaml"
+    bad.write_text("queries:\n  a/b: {rate: -1}\n")
+    refused = CliRunner().invoke(main, ["validate", "-f", str(bad)])
+    assert refused.exit_code == 1 and "queries.a/b.rate: Input should be greater than 0." in refused.output

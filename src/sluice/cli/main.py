@@ -60,7 +60,15 @@ def validate(files: tuple[str, ...], more: tuple[str, ...]) -> None:
         except UnicodeDecodeError:
             errors.append(ManifestError(name, "", "is not UTF-8 text; save the manifest as UTF-8."))
             continue
-        parsed, problems = parse_text(text, "<stdin>" if name == "-" else name)
+        source = "<stdin>" if name == "-" else name
+        rates = _rates_file(text, source)
+        if rates is not None:  # `sluice simulate --rates` input, kept beside the manifests it describes
+            if isinstance(rates, ManifestError):
+                errors.append(rates)
+            else:
+                click.echo(f"{source}: a what-if rates file (sluice simulate --rates) is valid; not a manifest")
+            continue
+        parsed, problems = parse_text(text, source)
         for item in parsed:
             meta = item.resource.metadata
             where = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
@@ -70,6 +78,29 @@ def validate(files: tuple[str, ...], more: tuple[str, ...]) -> None:
         click.echo(str(problem), err=True)
     if errors:
         sys.exit(1)
+
+
+def _rates_file(text: str, source: str) -> ManifestError | bool | None:
+    """A what-if rates file (one YAML mapping with `queries` and no `kind`): True if it is valid, its
+    first problem if not; None when the text is no rates file (a manifest, or not YAML at all)."""
+    import yaml
+    from pydantic import ValidationError
+
+    from sluice.cli.whatif import RatesFile
+
+    try:
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError:
+        return None
+    if len(documents) != 1 or not isinstance(documents[0], dict) or "kind" in documents[0] \
+            or "queries" not in documents[0]:
+        return None
+    try:
+        RatesFile.model_validate(documents[0])
+    except ValidationError as error:
+        first = error.errors()[0]
+        return ManifestError(source, ".".join(str(p) for p in first["loc"]), f"{first['msg']}.")
+    return True
 
 
 @main.command()
