@@ -232,8 +232,8 @@ def test_the_readmes_quick_start_brings_a_query_to_ready(release: NodeCluster) -
             if step.startswith("kubectl get sq"):
                 row = next(r for r in proc.stdout.splitlines() if "first-query" in r)
                 assert " True " in f" {row} " and "Running" in row, proc.stdout
-    finally:
-        release.kubectl("delete", "-f", str(ROOT / "examples" / "first-query.yaml"), "--wait=false", check=False)
+    finally:  # gone, deregistered by its finalizer, before the next tests load the pool
+        release.kubectl("delete", "-f", str(ROOT / "examples" / "first-query.yaml"), "--timeout=120s", check=False)
 
 
 def test_the_pools_network_policies_select_its_real_pods(release: NodeCluster) -> None:
