@@ -68,3 +68,25 @@ def test_validate_takes_every_example_including_the_what_if_rates_file(tmp_path:
     bad.write_text("queries:\n  a/b: {rate: -1}\n")
     refused = CliRunner().invoke(main, ["validate", "-f", str(bad)])
     assert refused.exit_code == 1 and "queries.a/b.rate: Input should be greater than 0." in refused.output
+
+
+def test_the_demos_counter_counts_from_the_queries_start_and_stops_at_its_duration(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`sluice demo` printed "51/45s": its clock started before Spark did. It starts at the first
+    tick (every query started) and never passes the duration."""
+    import time
+
+    from sluice.api.wire import QueryStatus
+    from sluice.cli.main import demo_progress
+
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    tick = demo_progress("cameo", 45, every=10)
+    status = {"payments/alerts": QueryStatus(phase="Running", sla_ms=1000.0, p99_ms=120.0, attainment=0.99)}
+    for elapsed in (0, 10, 20, 30, 40, 50, 60):  # the first tick comes 30 s after this process started
+        now[0] = 1030.0 + elapsed
+        tick(status)
+    lines = capsys.readouterr().err.splitlines()
+    # 50 and 60 s after the start read as 45 s: less than a step after the last line, so no line
+    assert [line.split(":")[0] for line in lines] == ["[cameo] 10/45s", "[cameo] 20/45s", "[cameo] 30/45s",
+                                                      "[cameo] 40/45s"]
