@@ -109,6 +109,9 @@ class FilesSink(Model):
     """Output directory."""
 
 
+Delivery = Literal["atLeastOnce", "exactlyOnce"]
+
+
 class KafkaSink(Model):
     """Write each row as a JSON record to a Kafka topic."""
 
@@ -117,6 +120,16 @@ class KafkaSink(Model):
     """Comma-separated host:port list."""
     topic: str = Field(min_length=1)
     """Topic to write."""
+    delivery: Delivery | None = None
+    """exactlyOnce: each micro-batch's rows are written in Kafka transactions, and a consumer with
+    isolation.level=read_committed sees every row once through task retries, replayed batches and
+    killed executors; atLeastOnce: Spark's own Kafka writer, where a replayed batch writes its rows
+    again. Omitted: exactlyOnce for micro-batches; Real-time Mode writes at least once."""
+
+    @property
+    def micro_batch_delivery(self) -> Delivery:
+        """How its micro-batches are written: the field, or exactlyOnce when it is omitted."""
+        return self.delivery or "exactlyOnce"
 
 
 class MemorySink(Model):
@@ -309,12 +322,14 @@ REALTIME_STEPS = ("filter", "select", "withColumn")
 """Pipeline steps Spark's Real-time Mode runs (stateless); the others need micro-batches."""
 
 
-def realtime_problem(source: str, sink: str, steps: list[str]) -> str | None:
+def realtime_problem(source: str, sink: str, steps: list[str], delivery: str | None = None) -> str | None:
     """Why Spark's Real-time Mode cannot run this query (None: it can)."""
     if source != "kafka":
         return f"the source is {source}, and Real-time Mode reads Kafka only"
     if sink != "kafka":
         return f"the sink is {sink}, and Real-time Mode writes Kafka only here"
+    if delivery == "exactlyOnce":
+        return "the sink's delivery is exactlyOnce, and Real-time Mode writes at least once"
     stateful = sorted({s for s in steps if s not in REALTIME_STEPS})
     if stateful:
         return f"the pipeline has {', '.join(stateful)} steps, and Real-time Mode runs stateless pipelines only"
@@ -332,6 +347,10 @@ class StreamingQuerySpec(Model):
                              f"!has(s.{k})" for k in ("watermark", "window", "groupBy", "aggregate")) + "))",
                  "message": "execution realTime needs a Kafka source, a Kafka sink and a stateless pipeline "
                             "(filter, select, withColumn); use microBatch or auto"},
+                {"rule": "!has(self.execution) || self.execution != 'realTime' || !has(self.sink.delivery) || "
+                         "self.sink.delivery != 'exactlyOnce'",
+                 "message": "execution realTime writes Kafka at least once; set sink.delivery to atLeastOnce or "
+                            "use execution microBatch"},
             ]
         }
     }
@@ -370,7 +389,8 @@ class StreamingQuerySpec(Model):
 
     def realtime_problem(self) -> str | None:
         """Why Spark's Real-time Mode cannot run this query (None: it can)."""
-        return realtime_problem(self.source.type, self.sink.type, [s.kind for s in self.pipeline])
+        delivery = self.sink.delivery if isinstance(self.sink, KafkaSink) else None
+        return realtime_problem(self.source.type, self.sink.type, [s.kind for s in self.pipeline], delivery)
 
     @property
     def stateful(self) -> bool:

@@ -133,7 +133,9 @@ app() {
     umoci insert --image "$work/oci:base" "$work/jars" /opt/sluice/jars >&2
     # Sluice's JVM sink (runtime/jvm_sink.py), compiled on this host: the image has no JDK
     mkdir -p "$work/sink"
-    cp "$("$PYTHON" -m sluice.runtime.jvm_sink)" "$work/sink/sluice-sink.jar"
+    sink_jar="$("$PYTHON" -m sluice.runtime.jvm_sink)"
+    cp "$sink_jar" "$work/sink/sluice-sink.jar"
+    cp "${sink_jar%.jar}-eos.jar" "$work/sink/sluice-sink-eos.jar"  # the exactly-once writer (spark.jars)
     umoci insert --image "$work/oci:base" "$work/sink" /opt/sluice/sink >&2
   fi
   umoci config --image "$work/oci:base" "$@" >&2

@@ -14,7 +14,7 @@ RUN mvn -q -B -f /pom.xml -Dspark.version=4.2.0 dependency:copy-dependencies -Do
 # builds it: the image has no JDK
 FROM maven:3-eclipse-temurin-17 AS sink
 COPY runtime/java /java
-RUN mvn -q -B -f /java/pom.xml -Dsluice.build=/build -Dspark.version=4.2.0 package && cp /build/sluice-sink.jar /sluice-sink.jar
+RUN mvn -q -B -f /java/pom.xml -Dsluice.build=/build -Dspark.version=4.2.0 package && cp /build/sluice-sink.jar /build/sluice-sink-eos.jar /
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-pip python-is-python3 \
@@ -37,7 +37,7 @@ RUN mkdir -p /opt/sluice/jars && for jar in /tmp/jars/*.jar; do \
       artifact="$(basename "$jar" | sed -E 's/-[0-9][^-]*(-[a-z]+)?\.jar$//')"; \
       ls /usr/local/lib/python3.11/dist-packages/pyspark/jars/"$artifact"-[0-9]*.jar >/dev/null 2>&1 || cp "$jar" /opt/sluice/jars/; \
     done && rm -rf /tmp/jars
-COPY --from=sink /sluice-sink.jar /opt/sluice/sink/sluice-sink.jar
+COPY --from=sink /sluice-sink.jar /sluice-sink-eos.jar /opt/sluice/sink/
 COPY images/entrypoint.sh /opt/sluice/entrypoint.sh
 ENV HOME=/home/spark PYTHONUNBUFFERED=1 SPARK_HOME=/usr/local/lib/python3.11/dist-packages/pyspark \
     JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 SLUICE_KAFKA_JARS=/opt/sluice/jars \

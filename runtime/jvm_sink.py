@@ -101,7 +101,7 @@ def jar() -> Path | None:
     if not (SOURCES / "pom.xml").is_file():
         return None
     target = CACHE / f"sluice-sink-{_digest()}.jar"
-    if target.exists():
+    if target.exists() and eos_jar(target).exists():
         return target
     maven = _maven()
     if maven is None:
@@ -127,8 +127,17 @@ def _build(maven: str, target: Path) -> None:
         subprocess.run([maven, "-q", "-B", "-f", str(SOURCES / "pom.xml"), f"-Dsluice.build={work}",
                         f"-Dspark.version={pyspark.__version__}", "package"],
                        check=True, capture_output=True, text=True, cwd=work)
-        staged = target.parent / f".{target.name}.{os.getpid()}.tmp"  # one per builder
-        os.replace(shutil.copy(Path(work) / "sluice-sink.jar", staged), target)
+        for built, cached in ((Path(work) / "sluice-sink-eos.jar", eos_jar(target)),
+                              (Path(work) / "sluice-sink.jar", target)):  # the main jar last: it says "built"
+            staged = cached.parent / f".{cached.name}.{os.getpid()}.tmp"  # one per builder
+            os.replace(shutil.copy(built, staged), cached)
+
+
+def eos_jar(main: Path) -> Path:
+    """The exactly-once Kafka writer's tasks (`dev.sluice.eos`), a jar beside the main one: the sink
+    loads it at the same path on each executor under the task's class loader (the one that sees
+    Spark's Kafka package), never from the class path."""
+    return main.with_name(main.stem + "-eos.jar")
 
 
 def session_conf() -> dict[str, str]:

@@ -255,11 +255,11 @@ def write_batch(frame: Any, query: StreamingQuery, batch_id: int) -> None:
 
 
 def kafka_records(frame: Any, keep_ts: bool = False) -> Any:
-    """A Kafka sink's records: each row as one JSON `value` (without `_sluice_ts`, kept after it
-    as the last column when `keep_ts`)."""
+    """A Kafka sink's records: each row as one JSON `value`, in bytes (without `_sluice_ts`, kept
+    after it as the last column when `keep_ts`)."""
     from pyspark.sql import functions as F
 
-    value = F.to_json(F.struct(*[c for c in frame.columns if c != TS])).alias("value")
+    value = F.to_json(F.struct(*[c for c in frame.columns if c != TS])).cast("binary").alias("value")
     return frame.select(value, F.col(TS)) if keep_ts else frame.select(value)
 
 
@@ -277,5 +277,6 @@ def direct_frame(frame: Any, query: StreamingQuery) -> tuple[Any, dict[str, str]
     """The frame the JVM sink writes (`_sluice_ts` last) and its delegate's options."""
     sink = query.spec.sink
     if isinstance(sink, KafkaSink):
-        return kafka_records(frame, keep_ts=True), {"sluice.delegate": "kafka", **kafka_options(sink)}
+        return kafka_records(frame, keep_ts=True), {"sluice.delegate": "kafka", **kafka_options(sink),
+                                                    "sluice.delivery": sink.micro_batch_delivery}
     return frame.select(*[c for c in frame.columns if c != TS], TS), {"sluice.delegate": sink.type}

@@ -13,7 +13,7 @@ from typing import Any
 from sluice.api.common import shown
 from sluice.api.constants import BANDS, GRID
 from sluice.api.files import FilesOutsideRoot, confine_query, tenant_root
-from sluice.api.query import FilesSink, FilesSource, StreamingQuery
+from sluice.api.query import FilesSink, FilesSource, KafkaSink, StreamingQuery
 from sluice.scheduler.bands import band_name
 
 from . import jvm_sink, realtime
@@ -93,6 +93,10 @@ def micro_batch_stream(spark: Any, hosted: HostedQuery, gate: Gate, gates: Any |
             gates.register(query.key, JvmGate(gate, hosted))
         writer = frame.writeStream.format(jvm_sink.PROVIDER).options(**options)
     else:
+        sink = query.spec.sink
+        if isinstance(sink, KafkaSink) and sink.delivery == "exactlyOnce":
+            raise ValueError("sink.delivery is exactlyOnce, but this runtime writes through foreachBatch (no Sluice "
+                             "JVM sink: it needs a JDK and Maven, or SLUICE_SINK_JAR); set it to atLeastOnce")
         plan = build(spark, query)
         writer = plan.frame.writeStream.foreachBatch(gate.for_query(hosted))
     writer = writer.queryName(spark_name(query.key)).outputMode(plan.output_mode).option("checkpointLocation", checkpoint)

@@ -29,6 +29,8 @@ class LoadPlan:
     duration: float | None = None
     bursts: list[Burst] = field(default_factory=list)
     keys: int = 100
+    first_seq: int = 0
+    """The first event's `seq` (a second load on one topic continues the first's numbers)."""
 
     def rate_at(self, elapsed: float) -> float:
         factor = 1.0
@@ -82,7 +84,7 @@ def generate(
             while sent < due:
                 produced = time.time()
                 key = f"k{sent % plan.keys}"
-                event = {"key": key, "seq": sent, "produced_at": iso_ms(produced), "amount": round(rng.random() * 1000, 2)}
+                event = {"key": key, "seq": plan.first_seq + sent, "produced_at": iso_ms(produced), "amount": round(rng.random() * 1000, 2)}
                 try:
                     producer.produce(plan.topic, json.dumps(event).encode(), key=key.encode(),
                                      timestamp=int(produced * 1000), on_delivery=delivered)

@@ -24,6 +24,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  */
 public final class GatedSinkProvider implements TableProvider, DataSourceRegister {
   static final String PREFIX = "sluice.";
+  static final String AT_LEAST_ONCE = "atLeastOnce";
+  static final String EXACTLY_ONCE = "exactlyOnce";
 
   @Override
   public String shortName() {
@@ -51,8 +53,14 @@ public final class GatedSinkProvider implements TableProvider, DataSourceRegiste
     TableProvider provider = lookup(delegate);
     CaseInsensitiveStringMap delegateOptions = new CaseInsensitiveStringMap(own);
     Table table = provider.getTable(provider.inferSchema(delegateOptions), new Transform[0], own);
+    String delivery = options.getOrDefault(PREFIX + "delivery", AT_LEAST_ONCE);
+    if (!delivery.equals(AT_LEAST_ONCE) && !(delivery.equals(EXACTLY_ONCE) && delegate.equalsIgnoreCase("kafka"))) {
+      throw new IllegalArgumentException("sluice sink: sluice.delivery " + delivery + " is not one of "
+          + AT_LEAST_ONCE + ", " + EXACTLY_ONCE + " (Kafka only)");
+    }
     return new GatedTable(table, options.get(PREFIX + "query"), options.get(PREFIX + "pool"),
-        grid(options.get(PREFIX + "grid")), options.get(PREFIX + "description"));
+        grid(options.get(PREFIX + "grid")), options.get(PREFIX + "description"),
+        delivery.equals(EXACTLY_ONCE) ? Map.copyOf(own) : null);
   }
 
   private static double[] grid(String spec) {

@@ -21,14 +21,18 @@ final class GatedTable implements SupportsWrite, ReportsSinkMetrics {
   final String pool;
   final double[] grid;
   final String description;
+  /** The Kafka sink's own options when its rows are written in transactions (exactlyOnce), else null. */
+  final Map<String, String> transactional;
   private volatile Map<String, String> last = Map.of();
 
-  GatedTable(Table delegate, String query, String pool, double[] grid, String description) {
+  GatedTable(Table delegate, String query, String pool, double[] grid, String description,
+      Map<String, String> transactional) {
     this.delegate = delegate;
     this.query = query;
     this.pool = pool;
     this.grid = grid;
     this.description = description;
+    this.transactional = transactional;
   }
 
   @Override

@@ -22,6 +22,8 @@ final class GatedWriteBuilder implements SupportsTruncate, SupportsStreamingUpda
   private final GatedTable table;
   private WriteBuilder delegate;
   private final int tsIndex;
+  private final StructType kept;
+  private final String queryId;
 
   GatedWriteBuilder(GatedTable table, SupportsWrite target, LogicalWriteInfo info) {
     StructField[] fields = info.schema().fields();
@@ -30,8 +32,9 @@ final class GatedWriteBuilder implements SupportsTruncate, SupportsStreamingUpda
     }
     this.table = table;
     this.tsIndex = fields.length - 1;
-    StructField[] kept = java.util.Arrays.copyOf(fields, fields.length - 1);
-    this.delegate = target.newWriteBuilder(new Info(info, new StructType(kept)));
+    this.kept = new StructType(java.util.Arrays.copyOf(fields, fields.length - 1));
+    this.queryId = info.queryId();
+    this.delegate = target.newWriteBuilder(new Info(info, kept));
   }
 
   @Override
@@ -54,7 +57,9 @@ final class GatedWriteBuilder implements SupportsTruncate, SupportsStreamingUpda
 
       @Override
       public StreamingWrite toStreaming() {
-        return new GatedStreamingWrite(table, inner.toStreaming(), tsIndex);
+        StreamingWrite write = table.transactional == null ? inner.toStreaming()
+            : new TransactionalKafkaWrite(table.transactional, kept, queryId);
+        return new GatedStreamingWrite(table, write, tsIndex);
       }
 
       @Override
