@@ -69,6 +69,31 @@ class RuntimeProcess:
         os.kill(java[0], signal.SIGKILL)
         return java[0]
 
+    def kill_executor(self, rng: Any) -> int:
+        """SIGKILL one of the runtime's executor JVMs (local-cluster mode: a JVM apart from the
+        driver's, Spark's CoarseGrainedExecutorBackend), picked by `rng`; returns its pid."""
+        executors = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                if b"CoarseGrainedExecutorBackend" in (proc / "cmdline").read_bytes() and self._descends(int(proc.name)):
+                    executors.append(int(proc.name))
+            except OSError:
+                continue
+        assert executors, f"the runtime ({self.master}) has no executor JVM of its own"
+        pid = rng.choice(sorted(executors))
+        os.kill(pid, signal.SIGKILL)
+        return int(pid)
+
+    def _descends(self, pid: int) -> bool:
+        while pid > 1:
+            if pid == self.proc.pid:
+                return True
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        return False
+
     def stop(self) -> None:
         if self.proc is not None:
             stop("runtime", self.proc)
