@@ -14,6 +14,11 @@ fixed rate; the modes take turns within a round and the order rotates between ro
 the machine hits all of them alike. Spark's own progress reports give each batch's
 `triggerExecution` (the whole batch) and `addBatch` (the sink's part); batches of the warm-up are
 left out. The figure to quote is the median over rounds of each round's median ratio to plain.
+
+`--sink kafka` measures the Kafka deliveries instead, writing each row to a topic: `plain` is
+Spark's own Kafka writer; `atLeastOnce` and `exactlyOnce` run through Sluice's runtime gated by
+Cameo (as `cameo` above), with the sink's `delivery` set: Spark's Kafka writer inside Sluice's
+sink, or Sluice's transactional writer. The figure to quote there is exactlyOnce/atLeastOnce.
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ from sluice.api.manifest import load_query
 from sluice.api.units import Duration
 
 MODES = ("plain", "ungated", "cameo")
+KAFKA_MODES = ("plain", "atLeastOnce", "exactlyOnce")
+"""The modes of `--sink kafka`: Spark's Kafka writer, then Sluice's sink (gated) with each delivery."""
+SINKS = ("noop", "kafka")
 PHASES = ("triggerExecution", "addBatch")
 GOAL = 1.10
 """The median cameo/plain ratio of triggerExecution Sluice must stay within."""
@@ -54,10 +62,22 @@ class Options:
     rate: float = 1000.0
     """Events per second produced."""
     trigger: str = "500ms"
+    sink: str = "noop"
+    """noop (the modes of MODES) or kafka (KAFKA_MODES)."""
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return KAFKA_MODES if self.sink == "kafka" else MODES
 
 
-def manifest(bootstrap: str, topic: str, trigger: str) -> dict[str, Any]:
-    """The measured query: a Kafka filter with a noop sink."""
+def manifest(bootstrap: str, topic: str, trigger: str, mode: str = "plain", sink: str = "noop") -> dict[str, Any]:
+    """The measured query: a Kafka filter with a noop sink, or with a Kafka sink (`<topic>-out`)
+    whose delivery is the mode's (`--sink kafka`)."""
+    written: dict[str, Any] = {"type": "noop"}
+    if sink == "kafka":
+        written = {"type": "kafka", "bootstrapServers": bootstrap, "topic": f"{topic}-out"}
+        if mode in KAFKA_MODES[1:]:
+            written["delivery"] = mode
     return {
         "apiVersion": API_VERSION, "kind": "StreamingQuery",
         "metadata": {"name": "filter", "namespace": "overhead"},
@@ -66,7 +86,7 @@ def manifest(bootstrap: str, topic: str, trigger: str) -> dict[str, Any]:
             "source": {"type": "kafka", "bootstrapServers": bootstrap, "topic": topic, "startingOffsets": "earliest",
                        "schema": "key STRING, seq BIGINT, produced_at TIMESTAMP, amount DOUBLE"},
             "pipeline": [{"filter": "amount > 500"}, {"select": ["key", "seq", "amount"]}],
-            "sink": {"type": "noop"}, "sla": {"latencyTarget": "2s"}, "trigger": {"interval": trigger},
+            "sink": written, "sla": {"latencyTarget": "2s"}, "trigger": {"interval": trigger},
         },
     }
 
@@ -75,28 +95,34 @@ def manifest(bootstrap: str, topic: str, trigger: str) -> dict[str, Any]:
 
 def run_child(mode: str, manifest_path: Path, seconds: float, warmup: float, report: Path, trigger: str) -> None:
     """Run the query one way for warm-up + seconds and write its batches' phase times to `report`."""
+    from sluice.api.query import KafkaSink
     from sluice.runtime.host import QueryHost
-    from sluice.runtime.pipeline import build, spark_name
+    from sluice.runtime.pipeline import build, kafka_options, kafka_records, spark_name
     from sluice.runtime.session import SessionConfig, build_session, lane_for
     from sluice.scheduler.core import Scheduler
     from sluice.scheduler.local import LocalScheduler
 
     query = load_query(yaml.safe_load(manifest_path.read_text()))
     workdir = Path(tempfile.mkdtemp(prefix=f"sluice-overhead-{mode}-"))
-    lane = lane_for(mode == "cameo", True, os.cpu_count() or 2)  # as `sluice run` gives cameo
+    gated = mode in ("cameo", *KAFKA_MODES[1:])
+    lane = lane_for(gated, True, os.cpu_count() or 2)  # as `sluice run` gives cameo
     spark = build_session(SessionConfig(
-        master=f"local[{lane.slots}]", scheduling="FAIR" if mode == "cameo" else "FIFO", kafka=True, workdir=workdir,
+        master=f"local[{lane.slots}]", scheduling="FAIR" if gated else "FIFO", kafka=True, workdir=workdir,
         urgent_lane=lane.on, bulk_tasks=lane.bulk_tasks,
         extra={"spark.sql.streaming.numRecentProgressUpdates": "10000"}))
     host = None
     started = time.time()
     if mode == "plain":
         plan = build(spark, query, measured=False)
-        handle = (plan.frame.writeStream.queryName(spark_name(query.key)).outputMode(plan.output_mode)
-                  .option("checkpointLocation", str(workdir / "checkpoint")).format("noop")
+        sink = query.spec.sink
+        frame, options = ((kafka_records(plan.frame), kafka_options(sink)) if isinstance(sink, KafkaSink)
+                          else (plan.frame, {}))
+        handle = (frame.writeStream.queryName(spark_name(query.key)).outputMode(plan.output_mode)
+                  .option("checkpointLocation", str(workdir / "checkpoint"))
+                  .format("kafka" if isinstance(sink, KafkaSink) else "noop").options(**options)
                   .trigger(processingTime=f"{int(Duration.parse(trigger).ms)} milliseconds").start())
     else:
-        gate = LocalScheduler(Scheduler("cameo", capacity=4)) if mode == "cameo" else None
+        gate = LocalScheduler(Scheduler("cameo", capacity=4)) if gated else None
         host = QueryHost(spark, workdir / "checkpoints", gate, measure_from=started + warmup)
         hosted = host.add(query)
         if hosted.phase != "Running":
@@ -131,10 +157,11 @@ def _epoch(iso: str) -> float:
 
 # ---------------------------------------------------------------- the benchmark
 
-def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per mode: median and p90 of each phase over every measured batch; per round: ratios to plain."""
+def summarize(runs: list[dict[str, Any]], all_modes: tuple[str, ...] = MODES) -> dict[str, Any]:
+    """Per mode: median and p90 of each phase over every measured batch; per round: ratios to plain
+    (and, with the Kafka modes, exactlyOnce to atLeastOnce)."""
     modes: dict[str, Any] = {}
-    for mode in MODES:
+    for mode in all_modes:
         batches = [b for r in runs if r["mode"] == mode for b in r["batches"]]
         if not batches:
             continue
@@ -149,15 +176,21 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         plain = medians.get("plain")
         ratios = {f"{mode}/plain": {phase: round(m[phase] / plain[phase], 3) for phase in PHASES if plain[phase] > 0}
                   for mode, m in medians.items() if mode != "plain" and plain}
+        once, least = medians.get("exactlyOnce"), medians.get("atLeastOnce")
+        if once and least:
+            ratios["exactlyOnce/atLeastOnce"] = {phase: round(once[phase] / least[phase], 3) for phase in PHASES
+                                                 if least[phase] > 0}
         rounds.append({"round": number, "median_ms": medians, "ratios": ratios})
     overall = {}
-    for mode in MODES[1:]:
-        per_round = [r["ratios"][f"{mode}/plain"]["triggerExecution"] for r in rounds
-                     if f"{mode}/plain" in r["ratios"] and "triggerExecution" in r["ratios"][f"{mode}/plain"]]
+    names = [f"{mode}/plain" for mode in all_modes[1:]]
+    if all_modes == KAFKA_MODES:
+        names.append("exactlyOnce/atLeastOnce")
+    for name in names:
+        per_round = [r["ratios"][name]["triggerExecution"] for r in rounds
+                     if name in r["ratios"] and "triggerExecution" in r["ratios"][name]]
         if per_round:
-            overall[f"{mode}/plain"] = {"median": round(statistics.median(per_round), 3),
-                                        "min": min(per_round), "max": max(per_round)}
-    latency = {mode: [r["latency"] for r in runs if r["mode"] == mode and r["latency"]] for mode in MODES[1:]}
+            overall[name] = {"median": round(statistics.median(per_round), 3), "min": min(per_round), "max": max(per_round)}
+    latency = {mode: [r["latency"] for r in runs if r["mode"] == mode and r["latency"]] for mode in all_modes[1:]}
     return {"modes": modes, "rounds": rounds, "triggerExecution_ratio": overall, "latency": latency}
 
 
@@ -174,13 +207,13 @@ def render(summary: dict[str, Any]) -> str:
         lines.append(f"round {r['round'] + 1}: {ratios}")
     for name, ratio in summary["triggerExecution_ratio"].items():
         met = "met" if ratio["median"] <= GOAL else "missed"
-        verdict = f" (goal <= {GOAL:.2f}: {met})" if name == "cameo/plain" else ""
+        verdict = f" (goal <= {GOAL:.2f}: {met})" if name in ("cameo/plain", "exactlyOnce/atLeastOnce") else ""
         lines.append(f"median {name} triggerExecution: {ratio['median']:.2f}x over rounds "
                      f"(spread {ratio['min']:.2f}-{ratio['max']:.2f}){verdict}")
     return "\n".join(lines)
 
 
-def plot(runs: list[dict[str, Any]], summary: dict[str, Any], out: Path) -> None:
+def plot(runs: list[dict[str, Any]], summary: dict[str, Any], out: Path, all_modes: tuple[str, ...] = MODES) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -188,15 +221,16 @@ def plot(runs: list[dict[str, Any]], summary: dict[str, Any], out: Path) -> None
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     for ax, phase in zip(axes, PHASES, strict=True):
-        data = [[b[phase] for r in runs if r["mode"] == mode for b in r["batches"]] for mode in MODES]
-        present = [(mode, d) for mode, d in zip(MODES, data, strict=True) if d]
+        data = [[b[phase] for r in runs if r["mode"] == mode for b in r["batches"]] for mode in all_modes]
+        present = [(mode, d) for mode, d in zip(all_modes, data, strict=True) if d]
         ax.boxplot([d for _, d in present], showfliers=False)
         ax.set_xticks(range(1, len(present) + 1), [m for m, _ in present])
         ax.set_title(f"{phase} per batch (ms)")
         ax.set_ylabel("ms")
         ax.grid(axis="y", alpha=0.3)
-    ratio = summary["triggerExecution_ratio"].get("cameo/plain", {}).get("median")
-    fig.suptitle("Sluice's per-batch cost against plain Spark" + (f": cameo/plain {ratio:.2f}x" if ratio else ""))
+    name = "exactlyOnce/atLeastOnce" if all_modes == KAFKA_MODES else "cameo/plain"
+    ratio = summary["triggerExecution_ratio"].get(name, {}).get("median")
+    fig.suptitle("Sluice's per-batch cost against plain Spark" + (f": {name} {ratio:.2f}x" if ratio else ""))
     fig.tight_layout()
     fig.savefig(out / "overhead.png", dpi=110)
     plt.close(fig)
@@ -215,13 +249,17 @@ def run(options: Options, out: Path, log: Any = print) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     try:
         for number in range(options.rounds):
-            order = MODES[number % len(MODES):] + MODES[: number % len(MODES)]
+            modes = options.modes
+            order = modes[number % len(modes):] + modes[: number % len(modes)]
             log(f"round {number + 1}/{options.rounds}: {', '.join(order)}")
             for mode in order:
                 folder = out / "runs" / f"{mode}-{number}"
                 folder.mkdir(parents=True)
                 topic = broker.create_topic(f"overhead-{uuid.uuid4().hex[:8]}", partitions=2)
-                (folder / "query.yaml").write_text(yaml.safe_dump(manifest(broker.bootstrap, topic, options.trigger)))
+                if options.sink == "kafka":
+                    broker.create_topic(f"{topic}-out", partitions=2)
+                (folder / "query.yaml").write_text(yaml.safe_dump(
+                    manifest(broker.bootstrap, topic, options.trigger, mode, options.sink)))
                 stop = threading.Event()
                 sent: dict[str, Any] = {}
 
@@ -248,9 +286,9 @@ def run(options: Options, out: Path, log: Any = print) -> dict[str, Any]:
                     f"{statistics.median(times) if times else float('nan'):.0f} ms")
     finally:
         broker.stop()
-    summary = summarize(runs)
+    summary = summarize(runs, options.modes)
     (out / "results.json").write_text(json.dumps({"options": asdict(options), **summary, "runs": runs}, indent=2) + "\n")
-    plot(runs, summary, out)
+    plot(runs, summary, out, options.modes)
     table = render(summary)
     (out / "summary.txt").write_text(table + "\n")
     return {"summary": summary, "table": table}

@@ -15,7 +15,7 @@ victim tasks), so the runtime asks for every victim and retries every 50 ms whil
 with back-to-back batches an executor is idle only for moments, which a slower poll of the
 status API misses. After `grace` seconds the rest are killed by force; their running tasks are
 retried elsewhere and state reloads from the checkpoint (slower batch, nothing lost; a Kafka
-sink, which is at-least-once in Spark, may then get a task's rows twice).
+sink with `delivery: atLeastOnce` may then get a task's rows twice; exactlyOnce does not).
 
 Megaphone on Spark: when stateful queries run, their state partitions sit in state stores on the
 executors, and an executor's removal makes the next batch reload its share from the checkpoint.

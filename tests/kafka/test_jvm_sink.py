@@ -139,3 +139,21 @@ def test_a_batch_replayed_after_its_write_is_doubled_only_at_least_once(
             assert doubled == replayed > 0, (doubled, replayed)
     finally:
         host.stop_all()
+
+
+def test_exactly_once_is_refused_in_one_sentence_where_batches_go_through_foreach_batch(
+        kafka_spark: Any, broker: KafkaBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLUICE_JVM_SINK", "0")  # as a runtime without a JDK and Maven to build the sink
+    source, sink = broker.create_topic("fallback-in", 1), broker.create_topic("fallback-out", 1)
+    host = QueryHost(kafka_spark, tmp_path / "ck", LocalScheduler(Scheduler("cameo", capacity=2)))
+    try:
+        asked = host.add(_replay_query("asked", broker.bootstrap, source, sink, "exactlyOnce"))
+        assert asked.phase == "Failed"
+        assert asked.message.startswith("sink.delivery is exactlyOnce, but this runtime writes through foreachBatch")
+        assert asked.message.endswith("set it to atLeastOnce")
+        other = host.add(_replay_query("other", broker.bootstrap, source, f"{sink}", "atLeastOnce"))
+        assert other.phase == "Running", other.message  # nothing else is harmed
+        sent = generate(LoadPlan(source, 200, 1), broker.bootstrap)["sent"]
+        wait_for(lambda: len(broker.values(sink)) >= sent, 60, "the at-least-once query's rows")
+    finally:
+        host.stop_all()

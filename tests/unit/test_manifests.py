@@ -200,6 +200,7 @@ def test_real_time_mode_is_refused_where_spark_cannot_run_it() -> None:
 
     kafka = yaml.safe_load((ROOT / "examples" / "kafka-clicks.yaml").read_text())
     kafka["spec"]["execution"] = "realTime"
+    kafka["spec"]["sink"]["delivery"] = "atLeastOnce"  # Real-time Mode's own (the example asks exactlyOnce)
     assert load_query(kafka).spec.execution == "realTime"  # stateless, Kafka to Kafka: accepted
     rate = yaml.safe_load((ROOT / "examples" / "fraud-filter.yaml").read_text())
     rate["spec"]["execution"] = "realTime"
@@ -208,3 +209,33 @@ def test_real_time_mode_is_refused_where_spark_cannot_run_it() -> None:
     (error,) = refused.value.errors
     assert "execution is realTime but the source is rate" in str(error) and "use microBatch or auto" in str(error)
     assert load_query(yaml.safe_load((ROOT / "examples" / "fraud-filter.yaml").read_text())).spec.execution == "auto"
+
+
+def test_a_kafka_sink_writes_exactly_once_unless_it_says_otherwise_and_real_time_mode_refuses_it() -> None:
+    from sluice.api.manifest import ManifestErrors, load_query
+    from sluice.api.query import KafkaSink
+    from sluice.scheduler.execution import mode_of
+
+    kafka = yaml.safe_load((ROOT / "examples" / "kafka-clicks.yaml").read_text())
+    del kafka["spec"]["sink"]["delivery"]
+    sink = load_query(kafka).spec.sink
+    assert isinstance(sink, KafkaSink) and sink.delivery is None and sink.micro_batch_delivery == "exactlyOnce"
+    kafka["spec"]["sink"]["delivery"] = "atLeastOnce"
+    kafka["spec"]["execution"] = "realTime"
+    assert load_query(kafka).spec.execution == "realTime"  # Spark's own writer: at least once
+    kafka["spec"]["sink"]["delivery"] = "exactlyOnce"
+    with pytest.raises(ManifestErrors) as refused:
+        load_query(kafka)
+    (error,) = refused.value.errors
+    assert "delivery is exactlyOnce, and Real-time Mode writes at least once" in str(error)
+    # auto with an SLA below the micro-batch floor: Real-time Mode, unless exactly once is asked for
+    kafka["spec"]["execution"] = "auto"
+    kafka["spec"]["sla"]["latencyTarget"] = "100ms"
+    choice = mode_of(load_query(kafka))
+    assert choice.mode == "microBatch" and "exactlyOnce" in choice.reason
+    del kafka["spec"]["sink"]["delivery"]
+    assert mode_of(load_query(kafka)).mode == "realTime"
+    kafka["spec"]["sink"]["delivery"] = "twice"
+    with pytest.raises(ManifestErrors) as refused:
+        load_query(kafka)
+    assert "delivery" in str(refused.value)

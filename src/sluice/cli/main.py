@@ -743,19 +743,22 @@ def bench_scheduler(ctx: click.Context, clients: int, seconds: float, old_second
               help="Left out at each run's start.")
 @click.option("--rate", type=click.FloatRange(1, 1e6), default=1000, show_default=True, help="Kafka events per second.")
 @click.option("--trigger", default="500ms", show_default=True, help="The query's micro-batch interval.")
+@click.option("--sink", type=click.Choice(["noop", "kafka"]), default="noop", show_default=True,
+              help="kafka: rows written to a topic by Spark's Kafka writer, and by Sluice's sink at least once "
+                   "and exactly once (gated), side by side.")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/overhead", show_default=True,
               help="Writes results.json, summary.txt, overhead.png and each run's files here.")
 @_json_option
 @click.pass_context
 def bench_overhead(ctx: click.Context, rounds: int, seconds: float, old_seconds: float | None, warmup: float, rate: float,
-                   trigger: str, out: str, as_json: bool) -> None:
+                   trigger: str, sink: str, out: str, as_json: bool) -> None:
     """Sluice's per-batch cost against plain Spark: one Kafka filter query three ways, side by side."""
     from sluice.bench import overhead
     from sluice.testing.kafka import KafkaUnavailable
 
     seconds = _aliased(ctx, "--duration", seconds)
     _duration(trigger, "--trigger")
-    options = overhead.Options(rounds=rounds, seconds=seconds, warmup=warmup, rate=rate, trigger=trigger)
+    options = overhead.Options(rounds=rounds, seconds=seconds, warmup=warmup, rate=rate, trigger=trigger, sink=sink)
     try:
         result = overhead.run(options, Path(out), log=lambda m: click.echo(m, err=True))
     except (KafkaUnavailable, RuntimeError) as error:

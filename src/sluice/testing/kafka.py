@@ -221,7 +221,7 @@ class KafkaBroker:
             while ends:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{topic}: partitions {sorted(ends)} not read to their end in {timeout:.0f} s")
-                out += [m.value() for m in consumer.consume(10_000, timeout=0.5) if m.error() is None]
+                out += [v for m in consumer.consume(10_000, timeout=0.5) if m.error() is None and (v := m.value()) is not None]
                 for tp in consumer.position([TopicPartition(topic, p) for p in ends]):
                     if tp.offset >= ends[tp.partition]:
                         del ends[tp.partition]
