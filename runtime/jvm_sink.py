@@ -6,7 +6,9 @@
 Spark writes to it in the batch's one plan; on the stream thread, just before the batch's tasks, it
 asks the query's gate (one py4j call, only when a scheduler gates the pool) and sets the granted
 FAIR pool; its tasks note each row's age; its commit reports the batch in the progress event's
-`sink.metrics` (`SinkMetric`), which the host reads off the batch path.
+`sink.metrics` (`SinkMetric`), which the host reads off the batch path. A Kafka sink's
+`delivery: exactlyOnce` (the default) swaps Spark's Kafka writer for Sluice's transactional one
+(`TransactionalKafkaWrite`; its tasks' side in `dev.sluice.eos`, a jar of its own: `eos_jar`).
 
 The jar is built from those sources by their own build file (`runtime/java/pom.xml`: Maven, Spark
 `provided` at the installed pyspark's version, resolved from Maven Central) and cached by the

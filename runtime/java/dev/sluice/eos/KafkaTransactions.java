@@ -149,11 +149,16 @@ public final class KafkaTransactions {
   }
 
   static Held take(String id, Map<String, String> config) {
+    Admin admin = admin(config);
     Held idle = IDLE.remove(id);
     if (idle != null) {
-      return idle;
+      // another executor wrote this partition since (Spark moved its task): that producer fenced
+      // this one, whose transaction would fail at its commit; start afresh instead
+      if (committedNext(admin, id, false) <= idle.next) {
+        return idle;
+      }
+      idle.producer.close(Duration.ZERO);
     }
-    Admin admin = admin(config);
     Properties props = new Properties();
     props.putAll(config);
     props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, id);
@@ -162,7 +167,7 @@ public final class KafkaTransactions {
     KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props);
     try {
       producer.initTransactions(); // fences an older producer of this id and aborts its open transaction
-      return new Held(id, producer, committedNext(admin, id));
+      return new Held(id, producer, committedNext(admin, id, true));
     } catch (RuntimeException failed) {
       producer.close(Duration.ZERO);
       throw failed;
@@ -180,11 +185,15 @@ public final class KafkaTransactions {
     }
   }
 
-  /** The batch after the last one whose rows this id committed (0: none). */
-  private static long committedNext(Admin admin, String group) {
+  /**
+   * The batch after the last one whose rows this id committed (0: none). `stable`: wait for a
+   * transaction still completing (after initTransactions: exact); else what is committed now (one
+   * round trip; a commit still completing is not seen yet).
+   */
+  private static long committedNext(Admin admin, String group, boolean stable) {
     try {
       Map<TopicPartition, OffsetAndMetadata> offsets = admin
-          .listConsumerGroupOffsets(group, new ListConsumerGroupOffsetsOptions().requireStable(true))
+          .listConsumerGroupOffsets(group, new ListConsumerGroupOffsetsOptions().requireStable(stable))
           .partitionsToOffsetAndMetadata().get(60, TimeUnit.SECONDS);
       OffsetAndMetadata at = offsets.get(MARKER);
       return at == null ? 0 : at.offset();
