@@ -403,7 +403,7 @@ def test_ds2_grows_the_pool_on_a_load_step_and_shrinks_it_after(release: NodeClu
         assert "growing from 1" in grown["reason"]
         wait_for(lambda: len(pods(node, EXECUTORS)) >= 2, timeout=120, every=1, what="DS2's executor pods running")
     finally:
-        load.stop()
+        sent = load.stop()
     try:
         shrunk = wait_for(lambda: (d := (get(node, "sp", POOL) or {}).get("status", {}).get("lastScalingDecision"))
                           and d["toExecutors"] == 1 and d, timeout=180, every=1, what="DS2 deciding to shrink")
@@ -412,6 +412,9 @@ def test_ds2_grows_the_pool_on_a_load_step_and_shrinks_it_after(release: NodeClu
         raise AssertionError(f"{error}; the pool says: {scaled}") from None
     assert "shrinking" in shrunk["reason"]
     wait_for(lambda: len(pods(node, EXECUTORS)) == 1, timeout=150, every=1, what="back to one executor pod")
+    # through the growth and the shrink (tasks moved between executors): every row once
+    distinct, duplicates = exactly_once(node_broker, "step-in", "step", sent)
+    assert (distinct, duplicates) == (sent, 0), f"{sent} sent, {distinct} at the sink, {duplicates} doubled"
 
 
 def test_deleting_queries_and_the_pool_leaves_nothing_behind(release: NodeCluster) -> None:
