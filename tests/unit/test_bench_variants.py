@@ -15,9 +15,12 @@ def test_policies_run_micro_batches_and_auto_keeps_each_querys_mode() -> None:
     fraud, load = queries[0], scenario.queries[0].load
     forced = _for_run(fraud, load, "127.0.0.1:9", "in-1", "cameo", sink_topic="out-1")
     assert forced["spec"]["execution"] == "microBatch"
-    assert forced["spec"]["sink"] == {"type": "kafka", "bootstrapServers": "127.0.0.1:9", "topic": "out-1"}
+    # every variant writes at least once, as Real-time Mode does (like with like)
+    assert forced["spec"]["sink"] == {"type": "kafka", "bootstrapServers": "127.0.0.1:9", "topic": "out-1",
+                                      "delivery": "atLeastOnce"}
     own = _for_run(fraud, load, "127.0.0.1:9", "in-1", AUTO, sink_topic="out-1")
     assert own["spec"]["execution"] == "auto"  # the manifest's (default): the runtime picks Real-time Mode
+    assert own["spec"]["sink"]["delivery"] == "atLeastOnce"
     bulk = _for_run(queries[2], scenario.queries[2].load, "127.0.0.1:9", "in-3", AUTO)
     assert bulk["spec"]["sink"] == {"type": "noop"}
     lane = _for_run(fraud, load, "127.0.0.1:9", "in-1", LANE, sink_topic="out-1")

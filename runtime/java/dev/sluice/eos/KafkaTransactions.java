@@ -154,7 +154,14 @@ public final class KafkaTransactions {
     if (idle != null) {
       // another executor wrote this partition since (Spark moved its task): that producer fenced
       // this one, whose transaction would fail at its commit; start afresh instead
-      if (committedNext(admin, id, false) <= idle.next) {
+      boolean current;
+      try {
+        current = committedNext(admin, id, false) <= idle.next;
+      } catch (RuntimeException unreadable) { // the broker gone: not kept, not leaked
+        idle.producer.close(Duration.ZERO);
+        throw unreadable;
+      }
+      if (current) {
         return idle;
       }
       idle.producer.close(Duration.ZERO);
