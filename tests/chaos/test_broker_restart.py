@@ -13,24 +13,16 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from sluice.testing.kafka import KafkaBroker, KafkaUnavailable
+from sluice.testing.kafka import KafkaBroker
 from sluice.testing.load import LoadPlan, generate
-from sluice.testing.processes import running
 from sluice.testing.runtime_process import RuntimeProcess, kafka_to_files, sink_seqs
 from sluice.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
-
-
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[KafkaBroker]:
-    with running(KafkaBroker(tmp_path / "kafka"), KafkaUnavailable) as kafka:
-        yield kafka
 
 
 def topic_seqs(broker: KafkaBroker, topic: str) -> list[int]:

@@ -17,25 +17,17 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sluice.testing.kafka import KafkaBroker, KafkaUnavailable
+from sluice.testing.kafka import KafkaBroker
 from sluice.testing.load import EVENT_SCHEMA, LoadPlan, generate
-from sluice.testing.processes import running
 from sluice.testing.runtime_process import RuntimeProcess
 from sluice.testing.waiting import wait_for
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
-
-
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[KafkaBroker]:
-    with running(KafkaBroker(tmp_path / "kafka"), KafkaUnavailable) as kafka:
-        yield kafka
 
 
 def kafka_to_kafka(bootstrap: str, source: str, sink: str, delivery: str) -> dict[str, Any]:

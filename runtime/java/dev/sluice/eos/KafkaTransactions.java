@@ -11,7 +11,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions;
@@ -55,7 +54,6 @@ public final class KafkaTransactions {
     private final int keyIndex;
     private final int valueIndex;
     private final boolean skip;
-    private final AtomicReference<Exception> failed = new AtomicReference<>();
     private boolean open;
 
     Writer(Held held, String topic, long batch, int keyIndex, int valueIndex) {
@@ -86,11 +84,7 @@ public final class KafkaTransactions {
         return; // this partition of this batch committed in an earlier run
       }
       try {
-        held.producer.send(new ProducerRecord<>(topic, bytes(row, keyIndex), bytes(row, valueIndex)), (meta, error) -> {
-          if (error != null) {
-            failed.compareAndSet(null, error);
-          }
-        });
+        held.producer.send(new ProducerRecord<>(topic, bytes(row, keyIndex), bytes(row, valueIndex)));
       } catch (RuntimeException error) {
         throw new IOException("sluice sink: a Kafka send in transaction " + held.id + " failed: " + error, error);
       }
@@ -111,9 +105,6 @@ public final class KafkaTransactions {
       }
       open = false;
       held.next = batch + 1;
-      if (failed.get() != null) { // not expected: commitTransaction throws when a send failed
-        throw new IOException("sluice sink: a Kafka send of " + held.id + " failed: " + failed.get(), failed.get());
-      }
       return new KafkaCommit(false);
     }
 
