@@ -243,6 +243,8 @@ class Completed(Wire):
     tailMs: float | None = Field(default=None, ge=0)
     coordinationMs: float = Field(default=0.0, ge=0)
     latencyMs: float | None = Field(default=None, ge=0)
+    endsGroup: bool = False
+    """The runtime gives the rest of its group grant back at this batch (a trigger wait follows)."""
 
 
 class Dispatch(Wire):

@@ -27,6 +27,22 @@ def oldest_event(newest_input: float | None, newest_output: float | None) -> flo
     return newest_input if newest_input is not None else newest_output
 
 
+def gives_group_back(first: int, last: int, batch_id: int, took_ms: float | None, interval: float | None,
+                     newest_entered: int) -> bool:
+    """At a batch's progress: whether the query gives the rest of its group grant (batches
+    first..last, Drizzle) back to the scheduler here.
+
+    Spark starts the next batch at once only when this one took its whole trigger interval;
+    otherwise a trigger wait follows, and a group's slot would sit idle through it (at 100
+    queries batching every 7.5-60 s, such slots held the pool's gate while critical batches
+    waited). So a group holds its slot only while its batches run back to back: given back after
+    a batch quicker than the interval, unless it was the group's last (that frees the slot
+    anyway) or the next batch already entered the gate under the grant."""
+    if not first <= batch_id < last or newest_entered != batch_id:
+        return False
+    return interval is not None and took_ms is not None and took_ms < interval * 1000
+
+
 def grid_quantiles(ordered: Sequence[float]) -> list[float]:
     """The values at each GRID quantile of an ascending, non-empty sequence (nearest rank)."""
     top = len(ordered) - 1

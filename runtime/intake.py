@@ -7,13 +7,14 @@ host's lock for in-memory writes only, and tells the scheduler which batches com
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sluice.api.common import query_labels
 from sluice.api.constants import GRID
 
+from .batching import gives_group_back
 from .gate import with_progress
 from .hosted import HostedQuery
 from .jvm_sink import SinkMetric
@@ -123,6 +124,12 @@ class Intake:
             done, hosted.completions = ([c for c in hosted.completions if c.batch_id <= timeline_id],
                                         [c for c in hosted.completions if c.batch_id > timeline_id])
             done = [with_progress(hosted, c) for c in done]
+            group = hosted.group
+            if group is not None and gives_group_back(group.batch_id, group.last, timeline_id,
+                                                      timeline.durations_ms.get("triggerExecution"),
+                                                      hosted.interval, max(hosted.timelines)):
+                hosted.group = None  # a trigger wait follows: the slot goes back now, the next batch asks
+                done = [replace(c, ends_group=True) if c.batch_id == timeline_id else c for c in done]
         if done and host.scheduler is not None:
             host.scheduler.complete(hosted.query.key, done)
         if stateful:

@@ -76,6 +76,9 @@ class Completion:
     """Seconds the runtime spent asking for the grant, not counting queueing (Drizzle feedback)."""
     latency: float | None = None
     """Observed end-to-end latency of the batch, if measured (SLA accounting)."""
+    ends_group: bool = False
+    """The runtime gives the rest of its group grant back at this batch: a trigger wait follows
+    it, and the slot would sit idle until the group's next batch (`runtime.grouping`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,11 +255,13 @@ class Scheduler:
         state = self.queries.get(request.query)
         if state is None:
             raise SchedulerError(f"query {request.query!r} is not registered; register it first")
-        for first, running in list(state.in_flight.items()):
-            if covers(first, running.last, request.batch_id):
+        for first in list(state.in_flight):
+            if request.batch_id == first:
                 raise SchedulerError(f"batch {request.batch_id} of {request.query} is already granted")
-            if request.batch_id > running.last:
-                # the query moved past this slot's batches without reporting them all: free it
+            if request.batch_id > first:
+                # the query moved past this slot's batches without reporting them all, or asks for
+                # a batch its group grant covers (it gave the group back; its completion saying so
+                # may arrive after this ask): free the slot
                 del state.in_flight[first]
                 self.in_flight -= 1
         if state.pending is not None and state.pending.request.batch_id != request.batch_id:
@@ -480,8 +485,8 @@ class Scheduler:
             if covers(first, running.last, done.batch_id):
                 running.seconds += done.seconds
                 running.coordination += done.coordination
-                last = done.batch_id == running.last
-                if last:  # the slot's last batch: free it, and judge the group as a whole
+                last = done.batch_id == running.last or done.ends_group
+                if last:  # the slot's last batch (or the runtime ends its group here): free it, and judge the group as a whole
                     del state.in_flight[first]
                     self.in_flight -= 1
                     seconds, coordination = running.seconds, running.coordination

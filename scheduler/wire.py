@@ -34,7 +34,7 @@ def completed_of(c: Completion) -> Completed:
     return Completed(
         batchId=c.batch_id, durationMs=c.seconds * 1000, rows=c.rows,
         tailMs=None if c.tail is None else c.tail * 1000, coordinationMs=c.coordination * 1000,
-        latencyMs=None if c.latency is None else c.latency * 1000,
+        latencyMs=None if c.latency is None else c.latency * 1000, endsGroup=c.ends_group,
     )
 
 
@@ -42,7 +42,7 @@ def completion_of(body: Completed, query: str) -> Completion:
     return Completion(
         query, body.batchId, body.durationMs / 1000, body.rows,
         None if body.tailMs is None else body.tailMs / 1000,
-        body.coordinationMs / 1000, None if body.latencyMs is None else body.latencyMs / 1000,
+        body.coordinationMs / 1000, None if body.latencyMs is None else body.latencyMs / 1000, body.endsGroup,
     )
 
 

@@ -22,7 +22,7 @@ from sluice.testing.load import LoadPlan, generate
 from sluice.testing.runtime_process import RuntimeProcess, kafka_to_files, sink_seqs
 from sluice.testing.waiting import wait_for
 
-pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.soak, pytest.mark.chaos, pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
 
 def topic_seqs(broker: KafkaBroker, topic: str) -> list[int]:

@@ -342,6 +342,46 @@ def test_a_group_grant_holds_one_slot_until_its_last_batch() -> None:
     assert _ids(s.dispatch(T0)) == ["t/other"]
 
 
+def test_a_group_given_back_at_a_trigger_wait_frees_its_slot_for_another_query() -> None:
+    s = Scheduler("cameo", capacity=1, group=GroupTuning(k_max=8, grow_above=0.1, shrink_below=0.02))
+    s.register(QuerySpec("t/q", "t", 10.0))
+    s.register(QuerySpec("t/other", "t", 10.0))
+    s.queries["t/q"].k = 4
+    s.submit(BatchRequest("t/q", 10), T0)
+    (grant,) = s.dispatch(T0)
+    assert grant.last == 13
+    s.submit(BatchRequest("t/other", 1), T0)
+    s.complete(Completion("t/q", 10, seconds=0.1, coordination=0.02))
+    assert s.dispatch(T0) == [] and s.in_flight == 1  # back to back: the group keeps its slot
+    # batch 11 was quicker than its interval: the runtime gives batches 12 and 13 back
+    s.complete(Completion("t/q", 11, seconds=0.1, ends_group=True))
+    assert s.in_flight == 0 and _ids(s.dispatch(T0)) == ["t/other"]
+    # judged on what ran: 0.02 s of asking in 0.22 s of busy time, 9.1%: k unchanged
+    assert s.queries["t/q"].k == 4
+    # its next batch asks like any other, and waits for the slot it gave back
+    s.submit(BatchRequest("t/q", 12), T0 + 1)
+    assert s.dispatch(T0 + 1) == []
+    s.complete(Completion("t/other", 1, seconds=0.1))
+    assert [(g.query, g.batch_id) for g in s.dispatch(T0 + 1)] == [("t/q", 12)]
+
+
+def test_an_ask_for_a_batch_the_group_covers_frees_the_slot_and_the_granted_batch_is_still_refused() -> None:
+    s = Scheduler("cameo", capacity=1)
+    s.register(QuerySpec("t/q", "t", 10.0))
+    s.queries["t/q"].k = 3
+    s.submit(BatchRequest("t/q", 20), T0)
+    s.dispatch(T0)
+    with pytest.raises(SchedulerError, match="already granted"):
+        s.submit(BatchRequest("t/q", 20), T0)  # the granted batch asked again
+    # the runtime gave its group back and batch 21 asks before the completion saying so arrived
+    s.submit(BatchRequest("t/q", 21), T0 + 0.5)
+    assert s.in_flight == 0
+    (grant,) = s.dispatch(T0 + 0.5)
+    assert (grant.batch_id, s.in_flight) == (21, 1)
+    s.complete(Completion("t/q", 20, seconds=0.1, ends_group=True))  # late: its slot is gone already
+    assert s.in_flight == 1
+
+
 # ---------------------------------------------------------------- overload
 
 

@@ -12,12 +12,19 @@ from pydantic import ValidationError
 
 from sluice.api.constants import API_VERSION, BANDS, GRID, GROUP, POLICIES, VERSION
 from sluice.api.crd import crds
-from sluice.api.wire import ExecutorTarget, QueryStatus, Registration, Suspend
+from sluice.api.wire import Completed, ExecutorTarget, QueryStatus, Registration, Suspend
 from sluice.operator.settings import Settings, SettingsError
-from sluice.runtime.batching import expected_rows, grid_quantiles, oldest_event, settled
+from sluice.runtime.batching import (
+    expected_rows,
+    gives_group_back,
+    grid_quantiles,
+    oldest_event,
+    settled,
+)
 from sluice.runtime.pipeline import spark_name
-from sluice.scheduler.core import Grant, covers
+from sluice.scheduler.core import Completion, Grant, covers
 from sluice.scheduler.policies import IMPLEMENTATIONS
+from sluice.scheduler.wire import completed_of, completion_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,6 +63,26 @@ def test_a_group_grant_covers_its_k_batches_and_no_others() -> None:
     assert grant.last == 12
     assert [b for b in range(8, 15) if covers(grant.batch_id, grant.last, b)] == [10, 11, 12]
     assert covers(5, 5, 5) and not covers(5, 5, 6)
+
+
+def test_a_group_is_given_back_only_where_a_trigger_wait_follows_a_batch_it_covers() -> None:
+    # a group of batches 10..13, a 2 s interval; batch 11 reports, no later batch entered the gate
+    assert gives_group_back(10, 13, 11, 800.0, 2.0, 11)  # 0.8 s of 2: a 1.2 s wait follows
+    assert not gives_group_back(10, 13, 11, 2300.0, 2.0, 11)  # over its interval: the next starts at once
+    assert not gives_group_back(10, 13, 11, 800.0, 2.0, 12)  # batch 12 already runs under the grant
+    assert not gives_group_back(10, 13, 13, 800.0, 2.0, 13)  # the group's last frees the slot anyway
+    assert not gives_group_back(10, 13, 9, 800.0, 2.0, 9)  # not the group's batch
+    assert not gives_group_back(10, 13, 11, None, 2.0, 11)  # no duration reported: keep it
+    assert not gives_group_back(10, 13, 11, 800.0, None, 11)  # no interval (as fast as it can): back to back
+    assert not gives_group_back(10, 10, 10, 800.0, 2.0, 10)  # no group: one batch
+
+
+def test_a_given_back_group_crosses_the_wire_and_back() -> None:
+    done = Completion("t/q", 11, 0.25, rows=3, coordination=0.01, ends_group=True)
+    body = completed_of(done)
+    assert body.endsGroup is True
+    assert completion_of(Completed.model_validate(body.model_dump()), "t/q") == done
+    assert completion_of(Completed(batchId=11, durationMs=250.0), "t/q").ends_group is False
 
 
 # ---------------------------------------------------------------- names
