@@ -440,12 +440,8 @@ class Scheduler:
         if state.last_band and band != state.last_band:
             state.k = max(1, state.k - 1)  # priority moved: shrink the group additively
         state.last_band = band
-        # a group (Drizzle) amortizes asking where slots are free; one that took the pool's last
-        # free slot would run k batches ahead of every batch that arrives meanwhile, whatever its
-        # urgency (at 100 queries, bulk groups held the gate while critical filters waited)
-        k = state.k if self.in_flight + 1 < self.available else 1
-        expiry = now + max(self.lease, 10 * pending.cost * k)
-        state.in_flight[request.batch_id] = _Running(request.batch_id + k - 1, expiry, pending.cost)
+        expiry = now + max(self.lease, 10 * pending.cost * state.k)
+        state.in_flight[request.batch_id] = _Running(request.batch_id + state.k - 1, expiry, pending.cost)
         heapq.heappush(self._leases, (expiry, request.query, request.batch_id))
         if len(self._leases) > 4 * self.in_flight + 1024:  # completed slots leave stale entries
             self._leases = [
@@ -455,7 +451,7 @@ class Scheduler:
         state.grants += 1
         self.in_flight += 1
         self.policy.granted(state.spec, pending.priority, pending.cost)
-        return Grant(request.query, request.batch_id, band, k, pending.deadline, slack, now - pending.enqueued, aged)
+        return Grant(request.query, request.batch_id, band, state.k, pending.deadline, slack, now - pending.enqueued, aged)
 
     def _expire(self, now: float) -> None:
         """Free slots whose holder never reported back (a crashed runtime) after their lease."""

@@ -350,21 +350,6 @@ def test_a_group_grant_holds_one_slot_until_its_last_batch() -> None:
     assert _ids(s.dispatch(T0)) == ["t/other"]
 
 
-def test_a_group_never_takes_the_pools_last_free_slot() -> None:
-    s = Scheduler("cameo", capacity=2)
-    for key in ("t/a", "t/b"):
-        s.register(QuerySpec(key, "t", 10.0))
-        s.queries[key].k = 4
-        s.submit(BatchRequest(key, 1), T0)
-    first, second = s.dispatch(T0)
-    # the first leaves a slot free: a group of 4; the second takes the last one: one batch, so
-    # whatever arrives next waits for a batch, not for a group
-    assert (first.k, second.k) == (4, 1)
-    assert s.queries[second.query].k == 4  # the size it would get with a slot to spare
-    s.complete(Completion(second.query, 1, seconds=0.1))
-    assert s.in_flight == 1  # its one batch freed its slot
-
-
 def test_a_group_given_back_at_a_trigger_wait_frees_its_slot_for_another_query() -> None:
     s = Scheduler("cameo", capacity=2, group=GroupTuning(k_max=8, grow_above=0.1, shrink_below=0.02))
     s.register(QuerySpec("t/q", "t", 10.0))
