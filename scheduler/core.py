@@ -78,7 +78,7 @@ class Completion:
     """Observed end-to-end latency of the batch, if measured (SLA accounting)."""
     ends_group: bool = False
     """The runtime gives the rest of its group grant back at this batch: a trigger wait follows
-    it, and the slot would sit idle until the group's next batch (`runtime.grouping`)."""
+    it, and the slot would sit idle until the group's next batch (`sluice.runtime.batching.gives_group_back`)."""
 
 
 @dataclass(frozen=True, slots=True)
