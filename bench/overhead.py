@@ -1,13 +1,17 @@
 """`sluice bench overhead`: what Sluice adds to every micro-batch, against plain Spark, side by side.
 
-One Kafka filter query (the same manifest each time) runs three ways:
+One Kafka filter query (the same manifest each time) runs four ways, every one on the same Spark
+setup (`local[<cores>]`, the same slots, parallelism and JVM flags; see `spark_setup`):
 - `plain`: Spark alone. The query's DataFrame (Sluice's builder, so the same plan, without
   Sluice's latency observation) written with `writeStream.format("noop")`, FIFO scheduling;
 - `ungated`: through Sluice's runtime (`QueryHost`) with no scheduler (the `fifo` policy):
   Sluice's JVM sink around Spark's noop sink (`runtime/jvm_sink.py`; with `SLUICE_JVM_SINK=0`,
   foreachBatch), the latency measured inside the write, status and metrics;
 - `cameo`: the same, gated by the in-process Cameo scheduler with FAIR bands (one py4j call a
-  batch, from the sink to the gate).
+  batch, from the sink to the gate);
+- `cameo+urgent`: cameo with the urgent lane as `sluice run` gives it (more slots than cores,
+  bulk turns, raised thread priorities): a different Spark setup, so its ratio is reported beside
+  the others and never as Sluice's per-batch cost.
 
 Each run is a fresh process (a fresh JVM) reading a fresh topic that the load generator fills at a
 fixed rate; the modes take turns within a round and the order rotates between rounds, so drift of
@@ -24,6 +28,7 @@ sink, or Sluice's transactional writer. The figure to quote there is exactlyOnce
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import statistics
@@ -43,7 +48,9 @@ from sluice.api.constants import API_VERSION
 from sluice.api.manifest import load_query
 from sluice.api.units import Duration
 
-MODES = ("plain", "ungated", "cameo")
+MODES = ("plain", "ungated", "cameo", "cameo+urgent")
+GATED = ("cameo", "cameo+urgent", "atLeastOnce", "exactlyOnce")
+"""The modes whose batches ask the in-process Cameo scheduler."""
 KAFKA_MODES = ("plain", "atLeastOnce", "exactlyOnce")
 """The modes of `--sink kafka`: Spark's Kafka writer, then Sluice's sink (gated) with each delivery."""
 SINKS = ("noop", "kafka")
@@ -64,10 +71,46 @@ class Options:
     trigger: str = "500ms"
     sink: str = "noop"
     """noop (the modes of MODES) or kafka (KAFKA_MODES)."""
+    only: tuple[str, ...] = ()
+    """Run only these of the sink's modes (plain always among them); empty: all of them."""
 
     @property
     def modes(self) -> tuple[str, ...]:
-        return KAFKA_MODES if self.sink == "kafka" else MODES
+        every = KAFKA_MODES if self.sink == "kafka" else MODES
+        return tuple(m for m in every if m in self.only) if self.only else every
+
+
+def check_modes(chosen: tuple[str, ...], sink: str) -> str | None:
+    """One sentence naming what is wrong with `--modes` for `sink`, or None."""
+    every = KAFKA_MODES if sink == "kafka" else MODES
+    unknown = [m for m in chosen if m not in every]
+    if unknown:
+        return f"--modes: {', '.join(unknown)} is not a mode of --sink {sink}; use some of {', '.join(every)}."
+    if chosen and "plain" not in chosen:
+        return "--modes: include plain, the baseline every ratio divides by."
+    return None
+
+
+@dataclass(frozen=True)
+class SparkSetup:
+    """How a run's Spark session is built: what must be equal across the modes of a ratio."""
+
+    master: str
+    scheduling: str
+    urgent_lane: bool
+    bulk_tasks: int
+
+
+def spark_setup(mode: str, cores: int) -> SparkSetup:
+    """Every mode on `local[cores]` with Spark's default parallelism and no lane, except
+    `cameo+urgent`, which takes the lane as `sluice run` gives a gated pool. Gated modes schedule
+    FAIR (their bands are fair pools); with one query, FAIR and FIFO run its tasks alike."""
+    from sluice.runtime.session import lane_for
+
+    gated = mode in GATED
+    lane = lane_for(gated, True, cores) if mode == "cameo+urgent" else lane_for(False, True, cores)
+    return SparkSetup(master=f"local[{lane.slots}]", scheduling="FAIR" if gated else "FIFO",
+                      urgent_lane=lane.on, bulk_tasks=lane.bulk_tasks)
 
 
 def manifest(bootstrap: str, topic: str, trigger: str, mode: str = "plain", sink: str = "noop") -> dict[str, Any]:
@@ -98,20 +141,19 @@ def run_child(mode: str, manifest_path: Path, seconds: float, warmup: float, rep
     from sluice.api.query import KafkaSink
     from sluice.runtime.host import QueryHost
     from sluice.runtime.pipeline import build, kafka_options, kafka_records, spark_name
-    from sluice.runtime.session import SessionConfig, build_session, lane_for
+    from sluice.runtime.session import SessionConfig, build_session
     from sluice.scheduler.core import Scheduler
     from sluice.scheduler.local import LocalScheduler
 
     query = load_query(yaml.safe_load(manifest_path.read_text()))
     workdir = Path(tempfile.mkdtemp(prefix=f"sluice-overhead-{mode}-"))
-    gated = mode in ("cameo", *KAFKA_MODES[1:])
-    lane = lane_for(gated, True, os.cpu_count() or 2)  # as `sluice run` gives cameo
+    gated = mode in GATED
+    setup = spark_setup(mode, os.cpu_count() or 2)
     spark = build_session(SessionConfig(
-        master=f"local[{lane.slots}]", scheduling="FAIR" if gated else "FIFO", kafka=True, workdir=workdir,
-        urgent_lane=lane.on, bulk_tasks=lane.bulk_tasks,
+        master=setup.master, scheduling=setup.scheduling, kafka=True, workdir=workdir,
+        urgent_lane=setup.urgent_lane, bulk_tasks=setup.bulk_tasks,
         extra={"spark.sql.streaming.numRecentProgressUpdates": "10000"}))
     host = None
-    started = time.time()
     if mode == "plain":
         plan = build(spark, query, measured=False)
         sink = query.spec.sink
@@ -123,13 +165,17 @@ def run_child(mode: str, manifest_path: Path, seconds: float, warmup: float, rep
                   .trigger(processingTime=f"{int(Duration.parse(trigger).ms)} milliseconds").start())
     else:
         gate = LocalScheduler(Scheduler("cameo", capacity=4)) if gated else None
-        host = QueryHost(spark, workdir / "checkpoints", gate, measure_from=started + warmup)
+        host = QueryHost(spark, workdir / "checkpoints", gate, measure_from=math.inf)
         hosted = host.add(query)
         if hosted.phase != "Running":
             raise SystemExit(f"the query did not start: {hosted.message}")
         handle = hosted.handle
-    time.sleep(warmup + seconds)
-    measured_from = started + warmup
+    # the warm-up counts from the first batch that read rows, not from the session's start: a
+    # slow JVM start or a producer still waiting for its broker must not eat the measured window
+    measured_from = first_rows(handle, timeout=FIRST_ROWS_TIMEOUT) + warmup
+    if host is not None:
+        host.measure_from = measured_from
+    time.sleep(max(0.0, measured_from + seconds - time.time()))
     batches = [  # every phase Spark reports (PHASES first: the summary reads those)
         {"batchId": int(p.batchId), "rows": int(p.numInputRows),
          **{phase: float((p.durationMs or {}).get(phase, 0.0)) for phase in PHASES},
@@ -145,8 +191,24 @@ def run_child(mode: str, manifest_path: Path, seconds: float, warmup: float, rep
         host.stop_all()
     else:
         handle.stop()
-    report.write_text(json.dumps({"mode": mode, "path": path, "batches": batches, "latency": latency}) + "\n")
+    report.write_text(json.dumps({"mode": mode, "path": path, "setup": asdict(setup), "batches": batches,
+                                   "latency": latency}) + "\n")
     spark.stop()
+
+
+FIRST_ROWS_TIMEOUT = 180.0
+"""Seconds a run waits for its query's first batch with rows before it fails."""
+
+
+def first_rows(handle: Any, timeout: float) -> float:
+    """When the query's first batch that read rows ended (epoch seconds); waits up to `timeout`."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for p in handle.recentProgress:
+            if int(p.numInputRows) > 0:
+                return _epoch(p.timestamp) + float((p.durationMs or {}).get("triggerExecution", 0.0)) / 1000
+        time.sleep(0.2)
+    raise SystemExit(f"the query read no row in {timeout:.0f} s: is the producer reaching the broker?")
 
 
 def _epoch(iso: str) -> float:
@@ -191,14 +253,15 @@ def summarize(runs: list[dict[str, Any]], all_modes: tuple[str, ...] = MODES) ->
         if per_round:
             overall[name] = {"median": round(statistics.median(per_round), 3), "min": min(per_round), "max": max(per_round)}
     latency = {mode: [r["latency"] for r in runs if r["mode"] == mode and r["latency"]] for mode in all_modes[1:]}
-    return {"modes": modes, "rounds": rounds, "triggerExecution_ratio": overall, "latency": latency}
+    setups = {r["mode"]: r["setup"] for r in runs if "setup" in r}  # what each ratio's sides ran on
+    return {"modes": modes, "rounds": rounds, "triggerExecution_ratio": overall, "latency": latency, "setups": setups}
 
 
 def render(summary: dict[str, Any]) -> str:
-    lines = [f"{'mode':8} {'batches':>7} {'trigger p50':>11} {'trigger p90':>11} {'addBatch p50':>12} {'addBatch p90':>12}"]
+    lines = [f"{'mode':12} {'batches':>7} {'trigger p50':>11} {'trigger p90':>11} {'addBatch p50':>12} {'addBatch p90':>12}"]
     for mode, row in summary["modes"].items():
         t, a = row["triggerExecution"], row["addBatch"]
-        lines.append(f"{mode:8} {row['batches']:>7} {t['median_ms']:>9.0f}ms {t['p90_ms']:>9.0f}ms "
+        lines.append(f"{mode:12} {row['batches']:>7} {t['median_ms']:>9.0f}ms {t['p90_ms']:>9.0f}ms "
                      f"{a['median_ms']:>10.0f}ms {a['p90_ms']:>10.0f}ms")
     lines.append("")
     for r in summary["rounds"]:

@@ -29,12 +29,14 @@ def test_short_benchmark_writes_results_and_plots(tmp_path: Path) -> None:
     (out / "kafka" / "kafka-1").mkdir(parents=True)
     (out / "kafka" / "kafka-1" / "junk").write_text("stale")
     proc = subprocess.run(
-        [sys.executable, "-m", "sluice", "bench", "cameo", "--scenario", str(path), "--policies", "fifo,cameo", "--out", str(out)],
+        [sys.executable, "-m", "sluice", "bench", "cameo", "--scenario", str(path), "--policies", "fifo,cameo", "--out", str(out),
+         "--no-calibrate"],
         capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
     assert set(results["policies"]) == {"fifo", "cameo"}
+    assert results["sitting"] == {"skipped": "--no-calibrate"}  # the sitting names itself, measured or not
     for table in results["policies"].values():
         for key in ("payments/fraud-alerts", "analytics/merchant-stats"):
             assert {"p50_ms", "p99_ms", "max_ms", "sla_ms", "attainment", "rows"} <= set(table[key])

@@ -17,7 +17,7 @@ def test_tiny_density_run_writes_the_contract_files(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "sluice", "bench", "density", "--counts", "1,2", "--per-app", "1",
-         "--warmup", "15s", "--window", "10s", "--out", str(out)],
+         "--warmup", "15s", "--window", "10s", "--out", str(out), "--no-calibrate"],
         capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -237,10 +239,54 @@ def _json_option(f: Callable[..., None]) -> Callable[..., None]:
                         help="Print the result document (as written to results.json) instead of the table.")(f)
 
 
+def _calibrate_now() -> None:
+    """Measure the sitting for the benchmark about to run (its input already checked), unless
+    `--no-calibrate`; a calibration that fails is said and recorded, and the benchmark runs on."""
+    ctx = click.get_current_context()
+    if not ctx.meta.get("calibrate", False):
+        ctx.meta["sitting"] = {"skipped": "--no-calibrate"}
+        return
+    from sluice.bench import calibrate as calibration
+    from sluice.testing.kafka import KafkaUnavailable
+
+    try:
+        ctx.meta["sitting"] = calibration.sitting(log=lambda m: click.echo(m, err=True))
+    except (RuntimeError, KafkaUnavailable) as error:
+        ctx.meta["sitting"] = {"error": str(error)}
+        click.echo(f"the sitting was not measured ({error}); the benchmark runs on.", err=True)
+
+
 def _print_result(as_json: bool, result: dict[str, object], table: str) -> None:
     import json
 
+    sitting = click.get_current_context().meta.get("sitting")
+    if sitting is not None:
+        result = {**result, "sitting": sitting}
     click.echo(json.dumps(result, default=str) if as_json else table)
+
+
+def _sitting_option(f: Callable[..., None]) -> Callable[..., None]:
+    """`--calibrate/--no-calibrate` on a benchmark: the sitting measured once its input is checked
+    (`_calibrate_now`, `sluice bench calibrate`), one line when it is off the reference, and
+    `"sitting"` in the results.json the benchmark writes into its `--out` (and in its `--json`)."""
+
+    @functools.wraps(f)
+    def wrapper(*args: object, calibrate: bool, **kwargs: object) -> None:
+        import json
+
+        ctx = click.get_current_context()
+        started = time.time()
+        ctx.meta["calibrate"] = calibrate
+        f(*args, **kwargs)
+        results = Path(str(kwargs["out"])) / "results.json"
+        if "sitting" in ctx.meta and results.exists() and results.stat().st_mtime >= started:
+            document = json.loads(results.read_text())
+            document["sitting"] = ctx.meta["sitting"]
+            results.write_text(json.dumps(document, indent=2, default=str) + "\n")
+
+    return click.option("--calibrate/--no-calibrate", default=True, show_default=True,
+                        help="Measure the sitting first (`sluice bench calibrate`, about a minute) and record it "
+                             "in results.json.")(wrapper)
 
 
 @main.command()
@@ -732,9 +778,41 @@ def bench_scheduler(ctx: click.Context, clients: int, seconds: float, old_second
         click.echo(f"wrote {folder / 'scheduler.json'}", err=True)
 
 
+@bench.command("calibrate")
+@click.option("--out", type=click.Path(file_okay=False), default="bench/out/calibrate", show_default=True,
+              help="Writes results.json (the sitting) here.")
+@click.option("--save-reference", is_flag=True,
+              help="Also keep this sitting as the reference every benchmark compares with (bench/results/sitting.json).")
+@click.option("--repeat", type=click.IntRange(1, 10), default=1, show_default=True,
+              help="Measure this many times; each timing's median, with its min and max under spread.")
+@_json_option
+def bench_calibrate(out: str, save_reference: bool, repeat: int, as_json: bool) -> None:
+    """The sitting: a fixed reference of about a minute (a Python loop, Spark micro-batches, Kafka
+    round trips), compared with the kept reference; every Spark benchmark records it."""
+    import json
+
+    from sluice.bench import calibrate as calibration
+    from sluice.testing.kafka import KafkaUnavailable
+
+    try:
+        result = calibration.sitting(log=lambda m: click.echo(m, err=True), times=repeat)
+    except (RuntimeError, KafkaUnavailable) as error:
+        click.echo(str(error), err=True)
+        sys.exit(1)
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    if save_reference:
+        kept = {k: v for k, v in result.items() if k not in ("reference_at", "vs_reference")}
+        calibration.REFERENCE.write_text(json.dumps(kept, indent=2) + "\n")
+        click.echo(f"kept as the reference: {calibration.REFERENCE}", err=True)
+    _print_result(as_json, result, calibration.render(result))
+    click.echo(f"wrote {folder / 'results.json'}", err=True)
+
+
 @bench.command("overhead")
 @click.option("--rounds", type=click.IntRange(3, 50), default=3, show_default=True,
-              help="Rounds; each runs plain Spark, Sluice ungated and Sluice with cameo once, in fresh processes.")
+              help="Rounds; each runs every mode once, in fresh processes.")
 @click.option("--duration", "seconds", type=DurationParam(10, 3600), default="60s", show_default=True,
               help="Measured time per run.")
 @click.option("--seconds", "old_seconds", type=click.FloatRange(10, 3600), hidden=True,
@@ -746,19 +824,30 @@ def bench_scheduler(ctx: click.Context, clients: int, seconds: float, old_second
 @click.option("--sink", type=click.Choice(["noop", "kafka"]), default="noop", show_default=True,
               help="kafka: rows written to a topic by Spark's Kafka writer, and by Sluice's sink at least once "
                    "and exactly once (gated), side by side.")
+@click.option("--modes", default="", help="Comma-separated modes to run (plain among them); default: every mode "
+              "of the sink: plain, ungated, cameo, cameo+urgent (noop) or plain, atLeastOnce, exactlyOnce (kafka).")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/overhead", show_default=True,
               help="Writes results.json, summary.txt, overhead.png and each run's files here.")
 @_json_option
 @click.pass_context
+@_sitting_option
 def bench_overhead(ctx: click.Context, rounds: int, seconds: float, old_seconds: float | None, warmup: float, rate: float,
-                   trigger: str, sink: str, out: str, as_json: bool) -> None:
-    """Sluice's per-batch cost against plain Spark: one Kafka filter query three ways, side by side."""
+                   trigger: str, sink: str, modes: str, out: str, as_json: bool) -> None:
+    """Sluice's per-batch cost against plain Spark: one Kafka filter query run each way, side by side,
+    on the same Spark setup (cameo+urgent, the lane's own setup, reported beside)."""
     from sluice.bench import overhead
     from sluice.testing.kafka import KafkaUnavailable
 
     seconds = _aliased(ctx, "--duration", seconds)
     _duration(trigger, "--trigger")
-    options = overhead.Options(rounds=rounds, seconds=seconds, warmup=warmup, rate=rate, trigger=trigger, sink=sink)
+    only = tuple(m.strip() for m in modes.split(",") if m.strip())
+    problem = overhead.check_modes(only, sink)
+    if problem:
+        click.echo(problem, err=True)
+        sys.exit(2)
+    options = overhead.Options(rounds=rounds, seconds=seconds, warmup=warmup, rate=rate, trigger=trigger, sink=sink,
+                               only=only)
+    _calibrate_now()
     try:
         result = overhead.run(options, Path(out), log=lambda m: click.echo(m, err=True))
     except (KafkaUnavailable, RuntimeError) as error:
@@ -778,6 +867,7 @@ def bench_overhead(ctx: click.Context, rounds: int, seconds: float, old_seconds:
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out", show_default=True,
               help="Writes results.json, latency.png, cdf.png and each run's files here.")
 @_json_option
+@_sitting_option
 def bench_cameo(scenario: str, policies: str, repeat: int, out: str, as_json: bool) -> None:
     """Cameo vs Spark's FIFO and FAIR on real Spark with Kafka load: latency per query, side by side."""
     from sluice.api.scenario import ScenarioError, load_scenario
@@ -791,6 +881,7 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str, as_json: bo
         sys.exit(1)
     try:
         load_scenario(Path(scenario))
+        _calibrate_now()
         result = cameo_bench.run(Path(scenario), chosen, repeat, Path(out), log=lambda m: click.echo(m, err=True))
     except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
         click.echo(str(error), err=True)
@@ -828,6 +919,7 @@ def _counts(value: str, option: str) -> tuple[int, ...]:
 @click.option("--capacity", type=click.IntRange(1, 100_000), default=RUNTIME_CAPACITY, show_default=True,
               help="The shared pool's scheduler capacity: batches granted at once.")
 @_json_option
+@_sitting_option
 def bench_density(counts: str, per_app: str, warmup: float, window: float, out: str, conf: tuple[str, ...],
                   capacity: int, as_json: bool) -> None:
     """How many tenants' queries one pool holds with every SLA kept, and memory per query against one app each."""
@@ -841,6 +933,7 @@ def bench_density(counts: str, per_app: str, warmup: float, window: float, out: 
     options = density_bench.Options(counts=_counts(counts, "--counts"),
                                     per_app=() if per_app.strip() == "none" else _counts(per_app, "--per-app"),
                                     warmup=warmup, window=window, conf=conf, capacity=capacity)
+    _calibrate_now()
     try:
         result = density_bench.run(options, Path(out), log=lambda m: click.echo(m, err=True))
     except (KafkaUnavailable, RuntimeError) as error:
@@ -860,6 +953,7 @@ def bench_density(counts: str, per_app: str, warmup: float, window: float, out: 
 @click.option("--max-probes", type=click.IntRange(1, 50), default=10, show_default=True,
               help="Probes per policy at most; at least min(4, this) are made.")
 @_json_option
+@_sitting_option
 def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, max_probes: int, as_json: bool) -> None:
     """The highest load (one multiplier on every rate) each policy carries with every SLA kept."""
     from sluice.api.scenario import ScenarioError, load_scenario
@@ -876,6 +970,7 @@ def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, m
     search = Search(min_probes=min(4, max_probes), max_probes=max_probes)
     try:
         load_scenario(Path(scenario))
+        _calibrate_now()
         result = capacity_bench.run(Path(scenario), chosen, Path(out), max_minutes, search,
                                     log=lambda m: click.echo(m, err=True))
     except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
@@ -902,6 +997,7 @@ def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, m
 @click.option("--from-results", "from_results", type=click.Path(dir_okay=False), default=None,
               help="Run nothing: render the table and plot again from an earlier run's results.json.")
 @_json_option
+@_sitting_option
 def bench_rescale(strategies: str, stores: str, keys: int, rate: float, steady: float, after: float, out: str,
                   from_results: str | None, as_json: bool) -> None:
     """Megaphone's figure: a stateful query's batches while the pool grows 2->4 and shrinks 4->2 (local-cluster)."""
@@ -926,6 +1022,7 @@ def bench_rescale(strategies: str, stores: str, keys: int, rate: float, steady: 
         click.echo(f"--stores: use some of {', '.join(rescale_bench.STORES)} (got {stores!r}).", err=True)
         sys.exit(1)
     options = rescale_bench.Options(keys=keys, rate=rate, steady=steady, after=after)
+    _calibrate_now()
     try:
         document = rescale_bench.run(options, chosen, providers, Path(out), log=lambda m: click.echo(m, err=True))
     except (KafkaUnavailable, RuntimeError) as error:
@@ -947,6 +1044,7 @@ def bench_rescale(strategies: str, stores: str, keys: int, rate: float, steady: 
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/ds2", show_default=True,
               help="Writes results.json, table.md, ds2.png and each run's files here.")
 @_json_option
+@_sitting_option
 def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: str, as_json: bool) -> None:
     """DS2's convergence on real executors (local-cluster), under- and over-provisioned, against a threshold policy."""
     from sluice.bench import ds2 as ds2_bench
@@ -966,6 +1064,7 @@ def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: 
         click.echo(f"--rates: every rate must be above zero (got {rates!r}).", err=True)
         sys.exit(1)
     options = ds2_bench.Options(rates=(low, high, mid), phase=phase, utilization=utilization)
+    _calibrate_now()
     try:
         result = ds2_bench.run(options, chosen, Path(out), log=lambda m: click.echo(m, err=True))
     except (KafkaUnavailable, RuntimeError) as error:
