@@ -23,7 +23,7 @@ from sluice.api.query import StreamingQuery
 from sluice.api.scenario import Scenario, load_scenario
 
 from . import cameo as cameo_bench
-from .capacity_search import DEFAULT, Probe, Search, bracket, capacity, next_multiplier
+from .capacity_search import DEFAULT, Probe, Search, bracket, capacity, confirmed, next_multiplier
 
 CRITICAL_ATTAINMENT = 0.99
 """Share of a critical query's rows that must be within its SLA."""
@@ -80,7 +80,8 @@ def render(result: dict[str, Any]) -> str:
             shown_attainment = "" if first["worst_attainment"] is None else f" {first['worst_attainment']:.1%}"
             limit = f" (bottleneck: {first['bottleneck']})" if first.get("bottleneck") else ""
             worst = f"{first['worst_query']}{shown_attainment}{limit}"
-        lines.append(f"{policy:8} {entry['capacity']:>8.3g} {shown:>16} {len(entry['probes']):>6}  {worst}")
+        unconfirmed = "" if entry.get("confirmed", True) else " (not confirmed: an end of the bracket has one probe)"
+        lines.append(f"{policy:8} {entry['capacity']:>8.3g} {shown:>16} {len(entry['probes']):>6}  {worst}{unconfirmed}")
     lines.append("")
     policies = result["policies"]
     for other in (p for p in POLICIES if p not in GATED_POLICIES):  # Spark's own: fifo and fair
@@ -115,7 +116,8 @@ def plot(result: dict[str, Any], out: Path) -> None:
 
 
 def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float, search: Search = DEFAULT,
-        log: Callable[[str], None] = print, clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
+        log: Callable[[str], None] = print, clock: Callable[[], float] = time.monotonic,
+        urgent_lane: str = "gated") -> dict[str, Any]:
     """Search each policy's capacity; writes results.json, summary.txt and capacity.png into `out`."""
     from sluice.testing.kafka import KafkaBroker
 
@@ -152,7 +154,7 @@ def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float,
                 folder = out / "runs" / f"{policy}-{number}"
                 began = clock()
                 report = cameo_bench.run_once(scaled(scenario, multiplier), queries, policy, broker, folder,
-                                              log=lambda _m: None)
+                                              log=lambda _m: None, urgent_lane=urgent_lane)
                 durations.append(clock() - began)
                 shutil.rmtree(folder / "work", ignore_errors=True)  # checkpoints: the report is what counts
                 table = cameo_bench.summarize({policy: [report]}, scenario, queries)["policies"][policy]
@@ -165,10 +167,12 @@ def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float,
         broker.stop()
     result: dict[str, Any] = {
         "scenario": scenario.name,
+        "urgent_lane": urgent_lane,
         "policies": {
             policy: {
                 "capacity": capacity(found),
                 "bracket": [bracket(found).low, bracket(found).high],
+                "confirmed": confirmed(found, search),
                 "probes": [{"multiplier": p.multiplier, "ok": p.ok, "worst_query": p.worst_query,
                             "worst_attainment": p.worst_attainment, "rows": p.rows, "bottleneck": p.bottleneck}
                            for p in found],

@@ -9,6 +9,9 @@ machine is noisy, so the search never trusts one probe against the rest:
   tie, the lower split: a capacity is a promise, so noise may cost capacity, never add it);
 - it brackets first (doubling up from the start while probes pass, halving down while they fail),
   then bisects the bracket geometrically until its ends are within `tolerance` of each other;
+- a capacity needs two probes agreeing at the boundary: once the bracket is narrow, its low end
+  is probed again until `confirm` probes there passed, then its high end until `confirm` failed
+  (a probe that disagrees makes that multiplier a tie, a failure, and the bracket moves down);
 - a bracket already narrow before `min_probes` probes re-probes its low end (its pass is the
   figure reported, so that is the pass worth confirming).
 """
@@ -44,7 +47,9 @@ class Search:
     ceiling: float = 64.0
     """Above this the search stops climbing: capacity is at least the last pass."""
     min_probes: int = 4
-    max_probes: int = 10
+    max_probes: int = 12
+    confirm: int = 2
+    """Probes that must agree at each end of the final bracket (its low end passed, its high end failed)."""
 
 
 DEFAULT = Search()
@@ -108,7 +113,23 @@ def next_multiplier(probes: Sequence[Probe], search: Search = DEFAULT) -> float 
         middle = _round(math.sqrt(low * high))
         if low < middle < high:
             return middle
+    if _agreeing(probes, low, True) < search.confirm:
+        return low
+    if _agreeing(probes, high, False) < search.confirm:
+        return high
     return low if len(probes) < search.min_probes else None
+
+
+def _agreeing(probes: Sequence[Probe], multiplier: float, ok: bool) -> int:
+    return sum(1 for p in probes if p.multiplier == multiplier and p.ok == ok)
+
+
+def confirmed(probes: Sequence[Probe], search: Search = DEFAULT) -> bool:
+    """Whether the capacity is backed by `confirm` agreeing probes at each end of its bracket (an
+    end the search never reached, the floor or the ceiling, needs none)."""
+    found = bracket(probes)
+    return ((found.low is None or _agreeing(probes, found.low, True) >= search.confirm)
+            and (found.high is None or _agreeing(probes, found.high, False) >= search.confirm))
 
 
 def capacity(probes: Sequence[Probe]) -> float:

@@ -208,7 +208,8 @@ def step_attainment(before: Any, after: Any) -> float | None:
 
 def summarize_step(before: dict[str, Any], after: dict[str, Any], critical: set[str]) -> dict[str, Any]:
     """Worst attainment over the step (between the readings `before` and `after`) and p99 per
-    class (pure). A query with nothing to judge in the step does not count toward its class."""
+    class (pure). A query with nothing to judge in the step does not count toward its class; a
+    class with queries but none judged fails the step (nothing shows that it kept its SLA)."""
     attained = {k: step_attainment(before.get(k), s) for k, s in after.items()}
 
     def figures(keys: list[str]) -> tuple[float | None, float | None]:
@@ -220,12 +221,14 @@ def summarize_step(before: dict[str, Any], after: dict[str, Any], critical: set[
     bulk = [k for k in after if k not in critical]
     worst_critical, p99_critical = figures(crit)
     worst_bulk, p99_bulk = figures(bulk)
+    unjudged_classes = [name for name, keys, worst in (("critical", crit, worst_critical), ("bulk", bulk, worst_bulk))
+                        if keys and worst is None]
     held = (worst_critical is None or worst_critical >= CRITICAL_ATTAINMENT) and \
         (worst_bulk is None or worst_bulk >= BULK_ATTAINMENT) and \
-        all(s.phase == "Running" for s in after.values())
+        all(s.phase == "Running" for s in after.values()) and not unjudged_classes
     return {"worst_critical_attainment": worst_critical, "worst_bulk_attainment": worst_bulk,
             "critical_p99_ms": p99_critical, "bulk_p99_ms": p99_bulk, "held": held,
-            "unjudged": sorted(k for k, a in attained.items() if a is None)}
+            "unjudged": sorted(k for k, a in attained.items() if a is None), "unjudged_classes": unjudged_classes}
 
 
 def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str, Any]]:
@@ -303,7 +306,10 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                 f"{row['driver_cores']:.2f} cores (the machine: {row['machine_busy_cores']:.2f} of "
                 f"{os.cpu_count()} busy), {row['batches_per_s']:.1f} batches/s")
             if not row["held"]:
-                log(f"N={n}: an SLA broke; no larger N is tried")
+                unjudged = row.get("unjudged_classes") or []
+                why = (f"no {' or '.join(unjudged)} query output a row to judge" if unjudged
+                       else "an SLA broke")
+                log(f"N={n}: {why}; no larger N is tried")
                 break
     finally:
         load.stop.set()

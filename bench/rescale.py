@@ -13,8 +13,10 @@ hosts each run's query through Sluice's runtime: a Kafka source, `groupBy(key).c
 8 state partitions, a 1 s trigger, a files sink. A producer then writes `rate` events/s. After
 `steady` seconds the target changes; the run goes on for `after` seconds. Per batch it records
 Spark's `triggerExecution` and the batch's worst row latency (production to commit). At the end the sink
-is read back: each key's last count against the events the query consumed gives rows lost or
-doubled.
+is read back: each key's last count against that key's events the query consumed (the source
+topic read again up to the query's last end offsets) gives rows lost or doubled, per key: a key
+short of its events adds to lost, a key over them to doubled, so errors of different keys cannot
+cancel.
 """
 
 from __future__ import annotations
@@ -66,6 +68,10 @@ class Run:
     moved_bytes: int = 0
     expected: int = 0
     counted: int = 0
+    lost: int | None = None
+    """Events short, summed over the keys short of theirs (None: a run from before the per-key check)."""
+    doubled: int | None = None
+    """Events over, summed over the keys over theirs."""
 
 
 def manifest(bootstrap: str, topic: str, sink: Path, sla: str) -> dict[str, Any]:
@@ -166,27 +172,46 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
         host.stop_all()
         scaler.stop()
         steady.join(timeout=30)
-    result.expected, result.counted = _sink_check(spark, handle, folder / "sink")
+    result.expected, result.counted, mismatched = _sink_check(spark, handle, folder / "sink", broker.bootstrap)
+    result.lost, result.doubled = per_key(mismatched)
     log(f"  {direction}/{strategy}/{store}: {len(result.batches)} batches, migration {result.migration_s} s, "
-        f"expected {result.expected} counted {result.counted}")
+        f"expected {result.expected} counted {result.counted}, lost {result.lost} doubled {result.doubled} (per key)")
     return result
 
 
-def _sink_check(spark: Any, handle: Any, sink: Path) -> tuple[int, int]:
-    """(events the query consumed by its last commit, the sum of each key's last count at the sink)."""
-    progress = handle.lastProgress if handle is not None else None
-    consumed = 0
-    if progress:
-        for source in progress["sources"]:
-            end = source["endOffset"]
-            offsets = json.loads(end) if isinstance(end, str) else end
-            consumed += sum(int(v) for partitions in offsets.values() for v in partitions.values())
+def _sink_check(spark: Any, handle: Any, sink: Path, bootstrap: str) -> tuple[int, int, list[tuple[int, int]]]:
+    """(events the query consumed by its last commit, the sum of each key's last count at the sink,
+    (consumed, counted) of every key where the two differ). A key's consumed events are the source
+    topic's records with that key up to the query's last end offsets, read again."""
     from pyspark.sql import functions as f
 
+    progress = handle.lastProgress if handle is not None else None
+    ends: dict[str, dict[str, int]] = {}
+    for source in (progress or {}).get("sources", []):
+        end = source["endOffset"]
+        for topic, partitions in (json.loads(end) if isinstance(end, str) else end).items():
+            ends.setdefault(topic, {}).update({str(k): int(v) for k, v in partitions.items()})
+    consumed = sum(v for partitions in ends.values() for v in partitions.values())
     rows = spark.read.json(str(sink))  # batch_id=<id>/ directories: a partition column
-    latest = rows.groupBy("key").agg(f.max_by("n", "batch_id").alias("n"))
-    counted = latest.agg(f.sum("n")).collect()[0][0] or 0
-    return consumed, int(counted)
+    latest = rows.groupBy("key").agg(f.max_by("n", "batch_id").alias("counted"))
+    counted = int(latest.agg(f.sum("counted")).collect()[0][0] or 0)
+    if not ends:
+        return consumed, counted, [(0, counted)] if counted else []
+    produced = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", ",".join(ends)).option("startingOffsets", "earliest")
+                .option("endingOffsets", json.dumps(ends)).load()
+                .selectExpr("CAST(key AS STRING) AS key").groupBy("key").agg(f.count("*").alias("consumed")))
+    both = produced.join(latest, "key", "full_outer").fillna(0, ["consumed", "counted"])
+    differ = both.where("consumed != counted").select("consumed", "counted").collect()
+    return consumed, counted, [(int(r["consumed"]), int(r["counted"])) for r in differ]
+
+
+def per_key(mismatched: list[tuple[int, int]]) -> tuple[int, int]:
+    """(lost, doubled) from each mismatched key's (consumed, counted): a key short of its events
+    adds the shortfall to lost, a key over them the excess to doubled (pure)."""
+    lost = sum(max(consumed - counted, 0) for consumed, counted in mismatched)
+    doubled = sum(max(counted - consumed, 0) for consumed, counted in mismatched)
+    return lost, doubled
 
 
 def figures(run: Run) -> dict[str, Any]:
@@ -205,7 +230,9 @@ def figures(run: Run) -> dict[str, Any]:
             "steady_latency_p99_ms": lat_steady, "peak_latency_p99_ms": _p99(lat_during),
             "migration_s": run.migration_s, "new_executor_share": run.new_executor_share, "moves": run.moves,
             "moved_mb": round(run.moved_bytes / 2**20, 1),
-            "lost": max(run.expected - run.counted, 0), "doubled": max(run.counted - run.expected, 0)}
+            **({"lost": run.lost, "doubled": run.doubled, "checked": "per key"} if run.lost is not None else
+               {"lost": max(run.expected - run.counted, 0), "doubled": max(run.counted - run.expected, 0),
+                "checked": "net (a run from before the per-key check)"})}
 
 
 def _p99(values: list[float]) -> float | None:

@@ -28,7 +28,7 @@ from sluice.scheduler.local import LocalScheduler
 from . import realtime
 from .host import QueryHost
 from .policy import mode_of
-from .session import SessionConfig, build_session, lane_for
+from .session import SessionConfig, build_session, lane_for, lane_wanted
 
 
 @dataclass
@@ -47,10 +47,37 @@ class RunOptions:
     weights: dict[str, float] = field(default_factory=dict)
     """Tenant (namespace) -> quota weight, from a StreamingPool's `quotas` (default 1)."""
     stop: threading.Event = field(default_factory=threading.Event)
+    drain: float = 0.0
+    """Seconds the run may go on after `duration` until every query has read the rows `sent_file`
+    names (a benchmark's load has stopped by then); 0: stop at `duration`."""
+    sent_file: Path | None = None
+    """JSON {query key: rows sent}, written by the load generator once it has stopped."""
+    urgent_lane: str = "gated"
+    """Who gets the urgent lane (`session.LANE_CHOICES`): gated policies, all, or none."""
     ready_file: Path | None = None
     """Written once every query has been added (Spark up, each query started or refused): a load
     generator can wait for it instead of guessing Spark's start time. The warm-up and the duration
     count from that moment."""
+
+
+def _sent(path: Path | None) -> dict[str, int] | None:
+    """The rows each query was sent, once the load generator has written them; else None."""
+    if path is None or not path.exists():
+        return None
+    try:
+        return {str(k): int(v) for k, v in json.loads(path.read_text()).items()}
+    except (ValueError, AttributeError):
+        return None  # still being written
+
+
+def all_read(statuses: dict[str, QueryStatus], sent: dict[str, int] | None) -> bool:
+    """Every query of this run named in `sent` has read (in committed batches) at least the rows
+    it was sent (pure); queries `sent` names that this run does not host are another run's. No
+    counts yet, or none of this run's: False."""
+    if sent is None:
+        return False
+    mine = [key for key in sent if key in statuses]
+    return bool(mine) and all(statuses[key].rows >= sent[key] for key in mine)
 
 
 def _needs_kafka(queries: list[StreamingQuery]) -> bool:
@@ -64,7 +91,7 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
     master = options.master
     reserved = realtime.reserved_total(queries)
     # urgent tasks find a free slot at once; bulk ones run one a core, taking turns
-    lane = lane_for(mode.gated, master == "local[*]", os.cpu_count() or 2)
+    lane = lane_for(lane_wanted(options.urgent_lane, mode.gated), master == "local[*]", os.cpu_count() or 2)
     if master == "local[*]":  # Real-time queries hold their slots: give micro-batches the cores besides them
         master = realtime.local_master(lane.slots, reserved)
     config = SessionConfig(
@@ -94,9 +121,14 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
         host.measure_from = ready + options.warmup
         if options.ready_file is not None:
             options.ready_file.write_text(f"{ready}\n")
+        drained: dict[str, Any] = {}
         while not options.stop.is_set() and host.broken is None:
             if options.duration is not None and time.time() - ready >= options.duration:
-                break
+                over = time.time() - ready - options.duration
+                if over >= options.drain or all_read(host.statuses(), _sent(options.sent_file)):
+                    drained = {"limit_s": options.drain, "took_s": round(over, 1),
+                               "all_read": all_read(host.statuses(), _sent(options.sent_file))}
+                    break
             options.stop.wait(options.tick)
             if options.on_tick:
                 options.on_tick(host.statuses())
@@ -108,7 +140,9 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
         raise RuntimeError(f"{host.broken}.")
     per_query: dict[str, dict[str, Any]] = {}
     report: dict[str, Any] = {"policy": options.policy, "seconds": round(time.time() - started, 1),
-                              "started_at": started, "cores": os.cpu_count() or 1, "queries": per_query}
+                              "started_at": started, "cores": os.cpu_count() or 1, "queries": per_query,
+                              "spark": {"master": master, "urgent_lane": options.urgent_lane, "lane_on": lane.on,
+                                        "bulk_tasks": lane.bulk_tasks}, "drain": drained}
     with host.lock:
         phases = {key: hosted.phase_quantiles() for key, hosted in host.queries.items()}
     for key, status in statuses.items():

@@ -177,6 +177,19 @@ class Lane:
     """Task slots of a local master for micro-batches."""
 
 
+LANE_CHOICES = ("gated", "all", "none")
+"""Who gets the urgent lane in `sluice run --urgent-lane`: gated policies (the product's choice),
+every policy (fifo and fair then get the same slots, bulk turns and priorities where they apply:
+a benchmark's like-for-like setup), or none."""
+
+
+def lane_wanted(choice: str, gated: bool) -> bool:
+    """Whether a run of a (gated or not) policy asks for the lane under `choice` (LANE_CHOICES)."""
+    if choice not in LANE_CHOICES:
+        raise ValueError(f"urgent lane {choice!r}: use one of {', '.join(LANE_CHOICES)}.")
+    return choice == "all" or (choice == "gated" and gated)
+
+
 def lane_for(gated: bool, local: bool, cores: int) -> Lane:
     """The lane of a pool on `cores` cores: on for a gated pool (`urgent_lane`); on a local master
     with LANE_SLOTS_PER_CORE slots a core and the bulk bands one task a core."""

@@ -30,13 +30,20 @@ def test_short_benchmark_writes_results_and_plots(tmp_path: Path) -> None:
     (out / "kafka" / "kafka-1" / "junk").write_text("stale")
     proc = subprocess.run(
         [sys.executable, "-m", "sluice", "bench", "cameo", "--scenario", str(path), "--policies", "fifo,cameo", "--out", str(out),
-         "--no-calibrate"],
+         "--no-calibrate", "--urgent-lane", "all"],
         capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
     assert set(results["policies"]) == {"fifo", "cameo"}
     assert results["sitting"] == {"skipped": "--no-calibrate"}  # the sitting names itself, measured or not
+    assert results["urgent_lane"] == "all" and results["drain_s"] > 0
+    for policy in ("fifo", "cameo"):  # `all`: fifo on the lane's setup too, like for like
+        spark = json.loads((out / "runs" / f"{policy}-0" / "report.json").read_text())["spark"]
+        assert spark["urgent_lane"] == "all" and spark["lane_on"] and spark["master"] == "local[16]"
+    for table in results["policies"].values():  # every row sent is judged
+        figures = table["payments/fraud-alerts"]
+        assert figures["sent"] > 0 and figures["sent"] == figures["processed"] + figures["backlog_end"]
     for table in results["policies"].values():
         for key in ("payments/fraud-alerts", "analytics/merchant-stats"):
             assert {"p50_ms", "p99_ms", "max_ms", "sla_ms", "attainment", "rows"} <= set(table[key])

@@ -48,4 +48,8 @@ def test_two_probes_write_the_contract_files(tmp_path: Path) -> None:
     assert (out / "capacity.png").stat().st_size > 1000
     assert "capacity" in (out / "summary.txt").read_text()
     assert not (out / "runs" / "cameo-1" / "work").exists()  # a probe's checkpoints go; its report stays
-    assert (out / "runs" / "cameo-1" / "report.json").exists()
+    report = json.loads((out / "runs" / "cameo-1" / "report.json").read_text())
+    assert results["urgent_lane"] == "gated" and report["spark"]["urgent_lane"] == "gated"
+    assert report["spark"]["lane_on"]  # a gated policy takes the lane by default
+    for key in ("payments/fraud-alerts", "analytics/merchant-stats"):  # every row sent judged
+        assert report["sent"][key]["sent"] >= report["queries"][key]["rows"] > 0

@@ -14,6 +14,7 @@ from sluice.bench.capacity_search import (
     Search,
     bracket,
     capacity,
+    confirmed,
     next_multiplier,
     verdicts,
 )
@@ -55,11 +56,23 @@ def test_brackets_downwards_by_halving() -> None:
     assert next_multiplier(probes((1, False), (0.5, False), (0.25, True))) == 0.354
 
 
-def test_ends_when_the_bracket_is_within_tolerance_and_enough_probes_were_made() -> None:
-    # [1.41, 1.6]: 1.6 / 1.41 = 1.13 <= 1.15 and 4 probes: done, capacity 1.41
+def test_ends_when_the_bracket_is_narrow_and_two_probes_agree_at_each_end() -> None:
+    # [1.41, 1.6]: 1.6 / 1.41 = 1.13 <= 1.15; each end has one probe: confirm 1.41, then 1.6
     made = probes((1, True), (2, False), (1.41, True), (1.6, False))
-    assert next_multiplier(made) is None
+    assert next_multiplier(made) == 1.41 and not confirmed(made)
+    made += probes((1.41, True))
+    assert next_multiplier(made) == 1.6
+    made += probes((1.6, False))
+    assert next_multiplier(made) is None and confirmed(made)
     assert capacity(made) == 1.41
+
+
+def test_a_confirmation_that_disagrees_moves_the_bracket_down() -> None:
+    # the second probe at 1.41 fails: 1-1 is a tie, a failure; the bracket is now [1, 1.41]
+    made = probes((1, True), (2, False), (1.41, True), (1.6, False), (1.41, False))
+    assert (bracket(made).low, bracket(made).high) == (1, 1.41)
+    assert next_multiplier(made) == 1.19  # bisected again
+    assert capacity(made) == 1 and not confirmed(made)
 
 
 def test_a_narrow_bracket_found_early_reprobes_its_low_end() -> None:
@@ -103,13 +116,16 @@ def test_a_lucky_pass_above_a_failure_costs_capacity_never_adds_it() -> None:
     assert capacity(made) == 1.19
 
 
-def test_an_unlucky_failure_costs_at_most_the_bracket_below_it() -> None:
-    # the machine passes up to 1.7; the first probe at 1 fails by noise. The search believes it
-    # (a capacity is a promise) and settles just under it, within the tolerance.
+def test_an_unlucky_failure_is_probed_again_and_the_majority_overturns_it() -> None:
+    # the machine passes up to 1.7; the first probe at 1 fails by noise. The search believes it at
+    # first (a capacity is a promise) and brackets below 1; confirming that bracket's failing end
+    # probes 1 again, twice passes outvote the one failure, and the search climbs to the machine's.
     made = run_search(1.7, noise={1.0: False})
     assert made[0] == Probe(1.0, False)
-    assert 1.0 / Search().tolerance <= capacity(made) < 1.0
-    assert bracket(made).high == 1.0
+    assert [p.ok for p in made if p.multiplier == 1.0] == [False, True, True]
+    assert 1.7 / Search().tolerance <= capacity(made) <= 1.7 < bracket(made).high  # type: ignore[operator]
+    # the noise cost probes: the search hit max_probes before confirming its new ends, and says so
+    assert len(made) == Search().max_probes and not confirmed(made)
 
 
 def test_max_probes_bounds_the_search() -> None:

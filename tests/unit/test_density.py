@@ -47,7 +47,8 @@ def test_a_step_is_judged_on_the_rows_output_between_two_readings() -> None:
     assert step_attainment(before["a/crit"], after["a/crit"]) == 199 / 200
     step = summarize_step(before, after, {"a/crit"})
     assert step == {"worst_critical_attainment": 0.995, "worst_bulk_attainment": 0.96,
-                    "critical_p99_ms": 1500.0, "bulk_p99_ms": 20_000.0, "held": True, "unjudged": []}
+                    "critical_p99_ms": 1500.0, "bulk_p99_ms": 20_000.0, "held": True, "unjudged": [],
+                    "unjudged_classes": []}
     after["a/crit"] = status("Running", 300, 197, 30, 2500.0)  # 98.5%: enough for bulk, not for critical
     assert not summarize_step(before, after, {"a/crit"})["held"]
 
@@ -57,7 +58,13 @@ def test_a_query_with_nothing_to_judge_is_left_out_and_a_stuck_one_fails_its_cla
     # c ran batches but output nothing measured (a window not yet closed): not judged
     after = {"a/crit": status("Running", 20, 20, 20), "c/bulk": status("Running", 7, 7, 5)}
     step = summarize_step(before, after, {"a/crit"})
-    assert step["worst_bulk_attainment"] is None and step["unjudged"] == ["c/bulk"] and step["held"]
+    assert step["worst_bulk_attainment"] is None and step["unjudged"] == ["c/bulk"] and step["held"] is False
+    assert step["unjudged_classes"] == ["bulk"]  # the bulk class's only query judged nothing: not held
+    # with a second bulk query judged, the unjudged one is left out and the step holds
+    before["d/bulk"], after["d/bulk"] = status("Running", 0, 0, 1), status("Running", 50, 50, 4)
+    step = summarize_step(before, after, {"a/crit"})
+    assert step["worst_bulk_attainment"] == 1.0 and step["unjudged"] == ["c/bulk"] and step["held"]
+    del before["d/bulk"], after["d/bulk"]
     # c ran no batch at all in the step: stuck, which counts as nothing kept
     after["c/bulk"] = status("Running", 7, 7, 3)
     step = summarize_step(before, after, {"a/crit"})

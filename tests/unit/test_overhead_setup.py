@@ -40,3 +40,13 @@ def test_bad_modes_are_refused_in_one_sentence(modes: str, sink: str, word: str)
     result = CliRunner().invoke(main, ["bench", "overhead", "--modes", modes, "--sink", sink])
     assert result.exit_code == 2 and "--modes" in result.output and word in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_who_gets_the_urgent_lane() -> None:
+    from sluice.runtime.session import lane_wanted
+
+    assert lane_wanted("gated", True) and not lane_wanted("gated", False)
+    assert lane_wanted("all", False) and lane_wanted("all", True)
+    assert not lane_wanted("none", True)
+    with pytest.raises(ValueError, match="gated, all, none"):
+        lane_wanted("some", True)

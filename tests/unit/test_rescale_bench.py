@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from sluice.bench.rescale import Run, figures
+from sluice.bench.rescale import Run, figures, per_key
 from sluice.cli.main import main
 
 
@@ -18,6 +18,19 @@ def test_figures_from_a_runs_batches_latencies_and_sink_counts() -> None:
     assert got["peak_over_steady"] == round(500 / 220, 2)
     assert got["steady_latency_p99_ms"] == 1100.0 and got["peak_latency_p99_ms"] == 2500.0
     assert (got["lost"], got["doubled"]) == (2, 0) and got["new_executor_share"] == 0.5 and got["moves"] == 4
+    assert got["checked"].startswith("net")  # a run from before the per-key check: only the net sum
+
+
+def test_lost_and_doubled_are_counted_per_key_so_errors_cannot_cancel() -> None:
+    # key a lost 3 of its 10 events and key b counted 3 of its 5 twice: the net sum (15 consumed,
+    # 15 counted) shows nothing wrong
+    mismatched = [(10, 7), (5, 8)]
+    assert per_key(mismatched) == (3, 3)
+    assert per_key([(4, 0), (0, 2)]) == (4, 2)  # a key missing at the sink; a key the source never had
+    assert per_key([]) == (0, 0)
+    run = Run("shrink", "all-at-once", "rocksdb", expected=15, counted=15, lost=3, doubled=3)
+    got = figures(run)
+    assert (got["lost"], got["doubled"], got["checked"]) == (3, 3, "per key")
 
 
 def test_a_batch_that_began_in_the_migration_counts_though_it_ended_after() -> None:

@@ -300,8 +300,16 @@ def _sitting_option(f: Callable[..., None]) -> Callable[..., None]:
 @click.option("--warmup", help="Leave batches of the first this-long (after every query has started) out of the latency figures, e.g. 15s.")
 @click.option("--timeline", is_flag=True, help="Put every batch's latencies in the report (for plots).")
 @click.option("--ready-file", type=click.Path(dir_okay=False), help="Write this file once every query has started (a load generator can wait for it).")
+@click.option("--urgent-lane", type=click.Choice(["gated", "all", "none"]), default="gated", show_default=True,
+              help="Who gets the urgent lane (more slots than cores, bulk turns, raised priorities): gated "
+                   "policies, every policy (fifo and fair too, for like-for-like comparisons), or none.")
+@click.option("--drain", help="With --duration and --sent-file: go on up to this long after the duration until "
+              "every query has read the rows the file names, e.g. 32s (a benchmark judging every row sent).")
+@click.option("--sent-file", type=click.Path(dir_okay=False),
+              help="JSON {\"namespace/name\": rows sent}, written by the load generator once its load stopped.")
 def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, report: str | None,
-        policy: str | None, workdir: str | None, warmup: str | None, timeline: bool, ready_file: str | None) -> None:
+        policy: str | None, workdir: str | None, warmup: str | None, timeline: bool, ready_file: str | None,
+        urgent_lane: str, drain: str | None, sent_file: str | None) -> None:
     """Run StreamingQuery manifests locally on the embedded default (Spark local[*])."""
     import threading
 
@@ -322,7 +330,9 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, rep
         options = runner.RunOptions(policy=chosen, duration=seconds, stop=stop, on_tick=tick,
                                     workdir=Path(workdir) if workdir else None,
                                     warmup=_duration(warmup, "--warmup") or 0.0, timeline=timeline,
-                                    ready_file=Path(ready_file) if ready_file else None,
+                                    ready_file=Path(ready_file) if ready_file else None, urgent_lane=urgent_lane,
+                                    drain=_duration(drain, "--drain") or 0.0,
+                                    sent_file=Path(sent_file) if sent_file else None,
                                     weights={ns: q.weight for ns, q in pool.spec.quotas.items()} if pool else {})
         try:
             result = runner.run(queries, options)
@@ -857,6 +867,12 @@ def bench_overhead(ctx: click.Context, rounds: int, seconds: float, old_seconds:
     click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/overhead.png", err=True)
 
 
+_URGENT_LANE_OPTION = click.option(
+    "--urgent-lane", type=click.Choice(["gated", "all", "none"]), default="gated", show_default=True,
+    help="Who gets the urgent lane (`sluice run --urgent-lane`): gated policies only, every policy (fifo and "
+         "fair on the same slots, turns and priorities: ordering and lane then measured apart), or none.")
+
+
 @bench.command("cameo")
 @click.option("--scenario", type=click.Path(dir_okay=False), required=True, help="Scenario YAML (see bench/scenarios/).")
 @click.option("--policies", default="fifo,fair,cameo", show_default=True,
@@ -868,7 +884,8 @@ def bench_overhead(ctx: click.Context, rounds: int, seconds: float, old_seconds:
               help="Writes results.json, latency.png, cdf.png and each run's files here.")
 @_json_option
 @_sitting_option
-def bench_cameo(scenario: str, policies: str, repeat: int, out: str, as_json: bool) -> None:
+@_URGENT_LANE_OPTION
+def bench_cameo(scenario: str, policies: str, repeat: int, out: str, as_json: bool, urgent_lane: str) -> None:
     """Cameo vs Spark's FIFO and FAIR on real Spark with Kafka load: latency per query, side by side."""
     from sluice.api.scenario import ScenarioError, load_scenario
     from sluice.bench import cameo as cameo_bench
@@ -882,7 +899,8 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str, as_json: bo
     try:
         load_scenario(Path(scenario))
         _calibrate_now()
-        result = cameo_bench.run(Path(scenario), chosen, repeat, Path(out), log=lambda m: click.echo(m, err=True))
+        result = cameo_bench.run(Path(scenario), chosen, repeat, Path(out), log=lambda m: click.echo(m, err=True),
+                                 urgent_lane=urgent_lane)
     except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
         click.echo(str(error), err=True)
         sys.exit(1)
@@ -950,11 +968,13 @@ def bench_density(counts: str, per_app: str, warmup: float, window: float, out: 
               help="Writes results.json, summary.txt, capacity.png and each probe's files here.")
 @click.option("--max-minutes", type=click.FloatRange(1, 24 * 60), default=25, show_default=True,
               help="Stop here and report the bracket reached (no probe starts that would not end in time).")
-@click.option("--max-probes", type=click.IntRange(1, 50), default=10, show_default=True,
+@click.option("--max-probes", type=click.IntRange(1, 50), default=12, show_default=True,
               help="Probes per policy at most; at least min(4, this) are made.")
 @_json_option
 @_sitting_option
-def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, max_probes: int, as_json: bool) -> None:
+@_URGENT_LANE_OPTION
+def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, max_probes: int, as_json: bool,
+                   urgent_lane: str) -> None:
     """The highest load (one multiplier on every rate) each policy carries with every SLA kept."""
     from sluice.api.scenario import ScenarioError, load_scenario
     from sluice.bench import cameo as cameo_bench
@@ -972,7 +992,7 @@ def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, m
         load_scenario(Path(scenario))
         _calibrate_now()
         result = capacity_bench.run(Path(scenario), chosen, Path(out), max_minutes, search,
-                                    log=lambda m: click.echo(m, err=True))
+                                    log=lambda m: click.echo(m, err=True), urgent_lane=urgent_lane)
     except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
         click.echo(str(error), err=True)
         sys.exit(1)
