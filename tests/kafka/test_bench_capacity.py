@@ -51,5 +51,7 @@ def test_two_probes_write_the_contract_files(tmp_path: Path) -> None:
     report = json.loads((out / "runs" / "cameo-1" / "report.json").read_text())
     assert results["urgent_lane"] == "gated" and report["spark"]["urgent_lane"] == "gated"
     assert report["spark"]["lane_on"]  # a gated policy takes the lane by default
-    for key in ("payments/fraud-alerts", "analytics/merchant-stats"):  # every row sent judged
-        assert report["sent"][key]["sent"] >= report["queries"][key]["rows"] > 0
+    sent = json.loads((out / "runs" / "cameo-1" / "sent.json").read_text())  # what the run drained against
+    for key in ("payments/fraud-alerts", "analytics/merchant-stats"):
+        assert sent[key] >= report["queries"][key]["rows"] > 0
+    assert report["drain"]["limit_s"] == 32 and report["drain"]["took_s"] <= 32 + 2  # 30 s SLA + 2 s

@@ -30,8 +30,9 @@ def test_each_key_s_last_count_is_checked_against_its_own_events(kafka_spark: An
         wait_for(lambda: hosted.input_rows >= sent, 120, "every event read")
         time.sleep(1.5)  # the batch that read them has committed its files
     finally:
+        handle = hosted.handle  # as the benchmark does: the query's handle, kept across its stop
         host.stop_all()
-    consumed, counted, mismatched = rescale._sink_check(kafka_spark, hosted.handle, sink, broker.bootstrap)
+    consumed, counted, mismatched = rescale._sink_check(kafka_spark, handle, sink, broker.bootstrap)
     assert consumed == counted == sent > 0 and mismatched == []
     # a later batch that lost 2 of k0's events and counted 2 of k1's twice: the net sum is unchanged
     latest = {r["key"]: r["n"] for r in kafka_spark.read.json(str(sink)).orderBy("batch_id").collect()}
@@ -39,6 +40,6 @@ def test_each_key_s_last_count_is_checked_against_its_own_events(kafka_spark: An
     forged.mkdir()
     (forged / "part-0.json").write_text(json.dumps({"key": "k0", "n": latest["k0"] - 2}) + "\n"
                                         + json.dumps({"key": "k1", "n": latest["k1"] + 2}) + "\n")
-    consumed, counted, mismatched = rescale._sink_check(kafka_spark, hosted.handle, sink, broker.bootstrap)
+    consumed, counted, mismatched = rescale._sink_check(kafka_spark, handle, sink, broker.bootstrap)
     assert consumed == counted == sent
     assert rescale.per_key(mismatched) == (2, 2)
