@@ -22,6 +22,9 @@ POLICIES: Final[tuple[Policy, ...]] = get_args(Policy)
 GATED_POLICIES: Final[tuple[Policy, ...]] = ("edf", "cameo")
 """Policies whose batches wait at the gate for the scheduler's grant."""
 DEFAULT_POLICY: Final[Policy] = "cameo"
+URGENT_LANE_CHOICES: Final[tuple[str, ...]] = ("gated", "all", "none")
+"""Who gets the urgent lane in `sluice run --urgent-lane` and the benchmarks: gated policies (the
+product's choice), every policy (a benchmark's like-for-like setup), or none."""
 
 BANDS: Final = 8
 """FAIR priority bands (pools band0..band7) written into fairscheduler.xml."""

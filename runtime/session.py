@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sluice.api.constants import BANDS
+from sluice.api.constants import BANDS, URGENT_LANE_CHOICES
 from sluice.scheduler.bands import band_name, fairscheduler_xml, urgent_bands
 
 from . import jvm_sink
@@ -177,10 +177,9 @@ class Lane:
     """Task slots of a local master for micro-batches."""
 
 
-LANE_CHOICES = ("gated", "all", "none")
-"""Who gets the urgent lane in `sluice run --urgent-lane`: gated policies (the product's choice),
-every policy (fifo and fair then get the same slots, bulk turns and priorities where they apply:
-a benchmark's like-for-like setup), or none."""
+LANE_CHOICES = URGENT_LANE_CHOICES
+"""Who gets the urgent lane (`api.constants`): fifo and fair under `all` get the same slots, bulk
+turns and priorities as the gated policies, where they apply."""
 
 
 def lane_wanted(choice: str, gated: bool) -> bool:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
-from sluice.api.constants import DEFAULT_POLICY, POLICIES, RUNTIME_CAPACITY
+from sluice.api.constants import DEFAULT_POLICY, POLICIES, RUNTIME_CAPACITY, URGENT_LANE_CHOICES
 from sluice.api.manifest import ManifestError, parse_text
 from sluice.api.pool import StreamingPool
 from sluice.api.query import StreamingQuery
@@ -300,7 +300,7 @@ def _sitting_option(f: Callable[..., None]) -> Callable[..., None]:
 @click.option("--warmup", help="Leave batches of the first this-long (after every query has started) out of the latency figures, e.g. 15s.")
 @click.option("--timeline", is_flag=True, help="Put every batch's latencies in the report (for plots).")
 @click.option("--ready-file", type=click.Path(dir_okay=False), help="Write this file once every query has started (a load generator can wait for it).")
-@click.option("--urgent-lane", type=click.Choice(["gated", "all", "none"]), default="gated", show_default=True,
+@click.option("--urgent-lane", type=click.Choice(URGENT_LANE_CHOICES), default="gated", show_default=True,
               help="Who gets the urgent lane (more slots than cores, bulk turns, raised priorities): gated "
                    "policies, every policy (fifo and fair too, for like-for-like comparisons), or none.")
 @click.option("--drain", help="With --duration and --sent-file: go on up to this long after the duration until "
@@ -868,7 +868,7 @@ def bench_overhead(ctx: click.Context, rounds: int, seconds: float, old_seconds:
 
 
 _URGENT_LANE_OPTION = click.option(
-    "--urgent-lane", type=click.Choice(["gated", "all", "none"]), default="gated", show_default=True,
+    "--urgent-lane", type=click.Choice(URGENT_LANE_CHOICES), default="gated", show_default=True,
     help="Who gets the urgent lane (`sluice run --urgent-lane`): gated policies only, every policy (fifo and "
          "fair on the same slots, turns and priorities: ordering and lane then measured apart), or none.")
 
