@@ -1,9 +1,8 @@
 """`sluice bench calibrate`: the sitting a benchmark ran in, from a fixed reference of about a minute.
 
-Two runs of the same code on this 2-core machine have differed more than the goals they test (a
-critical filter's attainment 100% one night, about 60% the next evening). A figure therefore names
-its sitting: the same three fixed workloads, timed before each benchmark and kept in its
-results.json (`"sitting"`):
+Two runs of the same code on a small shared machine can differ more than the goals they test
+(docs/performance.md, "How a figure is judged"). A figure therefore names its sitting: the same
+three fixed workloads, timed before each benchmark and kept in its results.json (`"sitting"`):
 
 - `python_ms`: a pure-Python loop (the CPU a scheduler or a load generator gets);
 - `spark_start_s` and `spark_batch_ms`: a local[2] Spark session's start, then the median

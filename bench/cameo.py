@@ -6,10 +6,11 @@ query. One local Kafka broker serves the whole benchmark; every run gets fresh t
 the load generator while `sluice run` (a fresh process: a fresh JVM and runtime) consumes them.
 Policies are interleaved across repeats so that drift of the machine hits all of them alike.
 
-Every row sent is judged. The load stops after the scenario's warm-up and duration; the run goes on
-(`sluice run --drain`) until every query has read the rows it was sent, or for at most the longest
-SLA plus `DRAIN_MARGIN_S`, so each row left unread has passed its SLA by the end. A row the query never read by then (`backlog_end` = `sent` - `processed`) counts as
-outside its SLA; a query that read rows but committed no measured batch keeps 0%.
+Every row sent is judged. The load stops after the scenario's warm-up and duration; the run goes
+on (`sluice run --drain`) until every query has read the rows it was sent, or for at most the
+longest SLA plus `DRAIN_MARGIN_S`, so each row left unread has passed its SLA by the end. A row
+never read (`backlog_end` = `sent` - `processed`) counts as outside its SLA; a query that was
+sent rows of which none could be judged keeps 0%, not "no figure".
 """
 
 from __future__ import annotations
