@@ -125,9 +125,9 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
         while not options.stop.is_set() and host.broken is None:
             if options.duration is not None and time.time() - ready >= options.duration:
                 over = time.time() - ready - options.duration
-                if over >= options.drain or all_read(host.statuses(), _sent(options.sent_file)):
-                    drained = {"limit_s": options.drain, "took_s": round(over, 1),
-                               "all_read": all_read(host.statuses(), _sent(options.sent_file))}
+                read = all_read(host.statuses(), _sent(options.sent_file))
+                if over >= options.drain or read:
+                    drained = {"limit_s": options.drain, "took_s": round(over, 1), "all_read": read}
                     break
             options.stop.wait(options.tick)
             if options.on_tick:
