@@ -369,10 +369,14 @@ def test_ds2_sizes_a_pool_without_a_fixed_count_from_measured_rates(world: World
     events = world.plane.kubectl("get", "events", "-A", "--field-selector", "involvedObject.name=auto").stdout
     assert "Autoscaled" in events
     assert body["status"]["message"].startswith("Overloaded: the measured demand needs ")  # type: ignore[index]
-    # an ordinary utilization target: the demand fits, the overload ends and its sentence goes
-    world.plane.kubectl("patch", "sp", "auto", "--type", "merge", "-p", '{"spec": {"autoscaling": {"utilization": 0.8}}}')
+    # an ordinary utilization target and room to grow: the demand fits, the overload ends and its
+    # sentence goes. Room, because the demand is measured: every query this module's host still
+    # runs counts, and on a busy machine their batches' fixed cost can need more than 3 executors
+    # at 80% (CI saw it). The local-mode host refuses a larger target, which is not asserted here.
+    world.plane.kubectl("patch", "sp", "auto", "--type", "merge", "-p",
+                        '{"spec": {"maxExecutors": 64, "autoscaling": {"utilization": 0.8}}}')
     ended = wait_for(lambda: (c := condition(world.get("sp", "auto"), "Overloaded")) and c["status"] == "False" and c,
-                     timeout=60, what="the pool's Overloaded condition turning False")
+                     timeout=90, what="the pool's Overloaded condition turning False")
     assert ended["reason"] == "WithinCapacity"
     assert "message" not in world.get("sp", "auto")["status"]  # type: ignore[index]
     calm = wait_for(lambda: (c := condition(world.get("sq", "crowded", "team-a"), "Overloaded"))
