@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 
 CHECKOV := .venv-checkov/bin/checkov
 
-.PHONY: demo test lint typecheck unit cluster-bins checkov crds clean
+.PHONY: demo test lint typecheck unit bench-check cluster-bins checkov crds clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Sluice needs Python 3.11 or newer as '$(PYTHON)'; set PYTHON=python3.11."; exit 1; }
@@ -46,6 +46,11 @@ test: $(STAMP) lint typecheck cluster-bins $(CHECKOV)
 
 unit: $(STAMP)
 	$(BIN)/pytest -m 'not spark and not cluster and not kafka and not node and not chaos and not slow'
+
+# the benchmark harnesses' end-to-end contract runs that make test leaves out (marker `bench`):
+# run before measuring with `sluice bench overhead`, `density`, `capacity` or `calibrate`
+bench-check: $(STAMP)
+	$(BIN)/pytest -m bench
 
 crds: $(STAMP)
 	$(BIN)/sluice crds > crds/sluice.dev.yaml

@@ -178,3 +178,21 @@ def test_helm_chart_lints_renders_and_applies(crds_installed: ControlPlane, tmp_
     assert kinds == ["ClusterRole"] * 4 + ["ClusterRoleBinding"] * 2 + ["Deployment", "NetworkPolicy", "Role", "RoleBinding",
                                                                          "Service", "ServiceAccount"]
     crds_installed.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered)
+
+
+def test_get_reads_what_kubectl_reads_and_none_where_kubectl_fails(crds_installed: ControlPlane) -> None:
+    """The tests' poller (`ControlPlane.get`, one kept-alive connection) against kubectl itself."""
+    _ensure_namespace(crds_installed, "payments")
+    crds_installed.kubectl("apply", "-f", str(ROOT / "examples" / "fraud-filter.yaml"))
+    for kind, name, namespace in (("sq", "fraud-filter", "payments"), ("ns", "payments", None),
+                                  ("secret", "missing-one", "payments"), ("sq", "fraud-filter", "analytics")):
+        proc = crds_installed.kubectl("get", kind, name, "-o", "json", *(["-n", namespace] if namespace else []),
+                                      check=False)
+        expected = json.loads(proc.stdout) if proc.returncode == 0 else None
+        got = crds_installed.get(kind, name, namespace)
+        if got is not None:
+            got["metadata"].pop("managedFields", None)  # kubectl hides them
+        assert got == expected, (kind, name, namespace)
+    assert crds_installed.get("sq", "fraud-filter", "payments") is not None  # found, not only equal as None
+    with pytest.raises(ValueError, match="not 'widgets'"):
+        crds_installed.get("widgets", "x")

@@ -43,9 +43,7 @@ class World:
     servers: list[ServerThread] = field(default_factory=list)
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        args = ["get", kind, name, "-o", "json"] + (["-n", namespace] if namespace else [])
-        proc = self.plane.kubectl(*args, check=False)
-        return json.loads(proc.stdout) if proc.returncode == 0 else None
+        return self.plane.get(kind, name, namespace)
 
     def apply(self, manifest: dict[str, Any]) -> None:
         self.plane.kubectl("apply", "-f", "-", input=json.dumps(manifest))

@@ -3,7 +3,6 @@ other stands by and takes over when the first is killed."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -45,16 +44,15 @@ def test_one_replica_acts_and_a_standby_takes_over(crds_installed: ControlPlane,
     standby = _operator(plane, 10, standby_log)
     try:
         def peers() -> list[int]:
-            found = plane.kubectl("get", "clusterkopfpeering", PEERING, "-o", "json", check=False)
-            status = json.loads(found.stdout).get("status") or {} if found.returncode == 0 else {}
+            status = (plane.get("clusterkopfpeering", PEERING) or {}).get("status") or {}
             return sorted(int(peer.get("priority", -1)) for peer in status.values())
 
         wait_for(lambda: peers() == [10, 20], 60, "both replicas in the peering object")
         time.sleep(3)  # what is under test is time passing: kopf pauses the lower one on the peering event
         plane.kubectl("apply", "-f", "-", input=_pool("ha-first"))
         wait_for(lambda: "ha-first" in active_log.read_text(errors="replace"), 60, "the active replica to handle the pool")
-        wait_for(lambda: (plane.kubectl("get", "deployment", "sluice-pool-ha-first", "-n", "sluice-ha", check=False)
-                          .returncode == 0), 60, "the pool's Deployment")
+        wait_for(lambda: plane.get("deployment", "sluice-pool-ha-first", "sluice-ha") is not None, 60,
+                 "the pool's Deployment")
         assert "ha-first" not in standby_log.read_text(errors="replace")  # only one replica acted
         before = len(standby_log.read_text(errors="replace"))
         active.send_signal(signal.SIGKILL)

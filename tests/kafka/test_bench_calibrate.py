@@ -11,7 +11,7 @@ import pytest
 
 from sluice.bench import calibrate
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow, pytest.mark.bench]
 
 
 def test_calibrate_measures_each_timing_and_compares_it_with_the_reference(tmp_path: Path) -> None:

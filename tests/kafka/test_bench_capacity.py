@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow, pytest.mark.bench]
 ROOT = Path(__file__).resolve().parents[2]
 
 

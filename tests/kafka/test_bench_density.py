@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow, pytest.mark.bench]
 
 
 def test_tiny_density_run_writes_the_contract_files(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from sluice.bench import overhead
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
 
+@pytest.mark.bench
 def test_one_round_runs_each_mode_in_its_own_process_and_writes_results(tmp_path: Path) -> None:
     out = tmp_path / "out"
     modes = ("plain", "cameo", "cameo+urgent")  # ungated runs the same code as cameo, minus the gate

@@ -115,7 +115,7 @@ def test_a_batch_replayed_after_its_write_is_doubled_only_at_least_once(
         hosted = host.add(query)
         assert hosted.phase == "Running", hosted.message
         sent = generate(LoadPlan(source, 500, 4), broker.bootstrap)["sent"]
-        wait_for(lambda: len(broker.values(sink)) >= sent, 60, "every event at the sink")
+        wait_for(lambda: len(broker.values(sink)) >= sent, 60, "every event at the sink", every=1)
         assert host.remove(query.key, keep_checkpoint=True)
         # the state a driver killed between the batch's write and its commit log leaves: Spark's
         # offset log names the batch, its commit log does not, so a restart runs it again
@@ -154,6 +154,6 @@ def test_exactly_once_is_refused_in_one_sentence_where_batches_go_through_foreac
         other = host.add(_replay_query("other", broker.bootstrap, source, f"{sink}", "atLeastOnce"))
         assert other.phase == "Running", other.message  # nothing else is harmed
         sent = generate(LoadPlan(source, 200, 1), broker.bootstrap)["sent"]
-        wait_for(lambda: len(broker.values(sink)) >= sent, 60, "the at-least-once query's rows")
+        wait_for(lambda: len(broker.values(sink)) >= sent, 60, "the at-least-once query's rows", every=1)
     finally:
         host.stop_all()
