@@ -125,7 +125,7 @@ def test_faults_lose_nothing_and_double_rows_only_at_least_once(own_broker: Kafk
                     and len(set(sink_seqs(out))) >= expected)
 
         # each look reads every sink whole (tens of thousands of records): not five times a second,
-        # which took the CPU the runtime needs to catch up
+        # each look's CPU is the runtime's while it catches up
         wait_for(everywhere, 180, f"every produced event at every sink (seed {chaos_seed}, faults {faults})", every=2)
         # the driver killed between a batch's write and its commit log, made exact: with the load
         # stopped, each query's last batch's rows are written and committed; the kill, then its
