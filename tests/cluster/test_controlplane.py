@@ -194,5 +194,8 @@ def test_get_reads_what_kubectl_reads_and_none_where_kubectl_fails(crds_installe
             got["metadata"].pop("managedFields", None)  # kubectl hides them
         assert got == expected, (kind, name, namespace)
     assert crds_installed.get("sq", "fraud-filter", "payments") is not None  # found, not only equal as None
+    listed = crds_installed.list("sq", "payments") or []
+    assert "fraud-filter" in [q["metadata"]["name"] for q in listed]
+    assert crds_installed.list("sq", "payments", "sluice.dev/no-such-label=x") == []  # the selector applies
     with pytest.raises(ValueError, match="not 'widgets'"):
         crds_installed.get("widgets", "x")

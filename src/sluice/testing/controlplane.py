@@ -259,22 +259,22 @@ class ControlPlane:
         the tests poll every 0.2 s, which took half a core from the parts under test on 2 cores."""
         group, plural, namespaced = self._resource(kind)
         scope = f"/namespaces/{namespace or 'default'}" if namespaced else ""
-        try:
-            status, body = self.call("GET", f"/{group}{scope}/{plural}/{name}")
-        except urllib3.exceptions.HTTPError:
-            return None
-        return body if status == 200 else None
+        return self._read(f"/{group}{scope}/{plural}/{name}")
 
     def list(self, kind: str, namespace: str, selector: str | None = None) -> list[dict[str, Any]] | None:
         """The `items` of `kubectl get KIND -n NAMESPACE [-l SELECTOR] -o json` (None where kubectl
         would fail), over the same kept-alive connection as `get`."""
         group, plural, _ = self._resource(kind)
         query = f"?labelSelector={urllib.parse.quote(selector)}" if selector else ""
+        body = self._read(f"/{group}/namespaces/{namespace}/{plural}{query}")
+        return None if body is None else list(body.get("items") or [])
+
+    def _read(self, path: str) -> dict[str, Any] | None:
         try:
-            status, body = self.call("GET", f"/{group}/namespaces/{namespace}/{plural}{query}")
+            status, body = self.call("GET", path)
         except urllib3.exceptions.HTTPError:
             return None
-        return list(body.get("items") or []) if status == 200 else None
+        return body if status == 200 else None
 
     @staticmethod
     def _resource(kind: str) -> tuple[str, str, bool]:
