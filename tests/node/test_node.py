@@ -47,16 +47,8 @@ def get(node: NodeCluster, *args: str) -> Any:
 
 
 def pods(node: NodeCluster, selector: str, phase: str = "Running") -> list[dict[str, Any]]:
-    # polled: over the apiserver's kept-alive connection, not a kubectl each time (kind's: kubectl)
-    items = (node.plane.list("pods", NS, selector) if isinstance(node, NodeCluster) and node.plane else
-             (get(node, "pods", "-n", NS, "-l", selector) or {}).get("items")) or []
+    items = (get(node, "pods", "-n", NS, "-l", selector) or {"items": []})["items"]
     return [p for p in items if p["status"].get("phase") == phase and not p["metadata"].get("deletionTimestamp")]
-
-
-def pool_body(node: NodeCluster) -> dict[str, Any] | None:
-    if isinstance(node, NodeCluster) and node.plane:
-        return node.plane.get("sp", POOL)
-    return get(node, "sp", POOL)
 
 
 def ready(pod: dict[str, Any]) -> bool:
@@ -191,7 +183,7 @@ def test_a_pool_runs_its_driver_and_executors_as_pods(release: NodeCluster) -> N
     assert executors[0]["metadata"]["ownerReferences"][0]["name"] == driver[0]["metadata"]["name"]
     # and it registered with the driver: Spark's own executor list names it
     wait_for(lambda: registered_executors(node) == 1, timeout=60, what="the executor registered with the driver")
-    wait_for(lambda: (pool_body(node) or {}).get("status", {}).get("phase") == "Running", timeout=60,
+    wait_for(lambda: (get(node, "sp", POOL) or {}).get("status", {}).get("phase") == "Running", timeout=60,
              what="the pool Running")
 
 
@@ -406,17 +398,17 @@ def test_ds2_grows_the_pool_on_a_load_step_and_shrinks_it_after(release: NodeClu
     node.kubectl("apply", "-f", "-", input=yaml.safe_dump(query("step", "step-in", "step", node_broker.bootstrap)))
     load = Load(node_broker, "step-in", 3000)
     try:
-        grown = wait_for(lambda: (d := (pool_body(node) or {}).get("status", {}).get("lastScalingDecision"))
+        grown = wait_for(lambda: (d := (get(node, "sp", POOL) or {}).get("status", {}).get("lastScalingDecision"))
                          and d["toExecutors"] >= 2 and d, timeout=180, every=1, what="DS2 deciding to grow")
         assert "growing from 1" in grown["reason"]
         wait_for(lambda: len(pods(node, EXECUTORS)) >= 2, timeout=120, every=1, what="DS2's executor pods running")
     finally:
         sent = load.stop()
     try:
-        shrunk = wait_for(lambda: (d := (pool_body(node) or {}).get("status", {}).get("lastScalingDecision"))
+        shrunk = wait_for(lambda: (d := (get(node, "sp", POOL) or {}).get("status", {}).get("lastScalingDecision"))
                           and d["toExecutors"] == 1 and d, timeout=180, every=1, what="DS2 deciding to shrink")
     except AssertionError as error:
-        scaled = [c for c in (pool_body(node) or {}).get("status", {}).get("conditions", []) if c["type"] == "Scaled"]
+        scaled = [c for c in (get(node, "sp", POOL) or {}).get("status", {}).get("conditions", []) if c["type"] == "Scaled"]
         raise AssertionError(f"{error}; the pool says: {scaled}") from None
     assert "shrinking" in shrunk["reason"]
     wait_for(lambda: len(pods(node, EXECUTORS)) == 1, timeout=150, every=1, what="back to one executor pod")
