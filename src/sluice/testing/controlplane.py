@@ -40,11 +40,12 @@ class ControlPlaneError(RuntimeError):
 
 
 def kube_version() -> str:
-    """The Kubernetes version the tiers build and run (build-binaries.sh's KUBE_VERSION): what
-    `helm template` is told the cluster is (`--kube-version`; the chart requires 1.29 or newer)."""
-    found = re.search(r"^KUBE_VERSION=(v[0-9.]+)", (SCRIPTS / "build-binaries.sh").read_text(), re.MULTILINE)
+    """The Kubernetes version the tiers build and run (the wrapper module's `k8s.io/kubernetes`
+    requirement, tests/cluster/go.mod): what `helm template` is told the cluster is
+    (`--kube-version`; the chart requires 1.29 or newer)."""
+    found = re.search(r"^\s*k8s\.io/kubernetes (v[0-9.]+)$", (SCRIPTS / "go.mod").read_text(), re.MULTILINE)
     if found is None:
-        raise ControlPlaneError("build-binaries.sh no longer sets KUBE_VERSION; keep it there.")
+        raise ControlPlaneError("tests/cluster/go.mod no longer requires k8s.io/kubernetes; keep it there.")
     return found.group(1)
 
 
