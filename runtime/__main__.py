@@ -14,7 +14,7 @@ from sluice.api.constants import CONTROL_PORT, DEFAULT_POLICY, POLICIES
 from sluice.scheduler.client import SchedulerClient
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
-from sluice.scheduler.server import ServerThread
+from sluice.scheduler.server import ServerThread, reserve
 
 from .control import make_control_app, make_metrics_app
 from .executors import ExecutorScaler
@@ -71,6 +71,13 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--conf {item!r}: write KEY=VALUE")
         extra[key] = value
     workdir = Path(args.workdir)
+    # the API's ports are reserved (bound) before Spark starts: Spark and py4j take ephemeral ports
+    # while they start, and one of them could be the port asked for; a port in use is told at once
+    try:
+        control_sock = reserve(args.host, args.port)
+        metrics_sock = reserve(args.host, args.metrics_port) if args.metrics_port is not None else None
+    except OSError as error:
+        parser.error(f"{error.strerror}: give --port/--metrics-port a free port, or stop what holds it")
     mode = mode_of(args.policy)  # fifo and fair: Spark alone, as in `sluice run`
     # as in `sluice run`: on local[*] urgent tasks find a free slot at once and bulk ones take turns
     lane = lane_for(mode.gated, args.master == "local[*]", os.cpu_count() or 2)
@@ -85,11 +92,11 @@ def main(argv: list[str] | None = None) -> None:
     scaler = ExecutorScaler.for_host(host, grace=args.executor_grace)
     sidecar = f"{args.scheduler.rstrip('/')}/metrics" if args.scheduler.startswith("http") else None
     server = ServerThread(make_control_app(host, token, executors=scaler, scheduler_metrics=sidecar),
-                          host=args.host, port=args.port).start()
+                          sock=control_sock).start()
     print(f"sluice runtime ({master}) control API on {server.url}", flush=True)
     open_server = None
-    if args.metrics_port is not None:
-        open_server = ServerThread(make_metrics_app(host, scheduler_metrics=sidecar), host=args.host, port=args.metrics_port).start()
+    if metrics_sock is not None:
+        open_server = ServerThread(make_metrics_app(host, scheduler_metrics=sidecar), sock=metrics_sock).start()
         print(f"sluice runtime metrics on {open_server.url}/metrics", flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -273,10 +274,27 @@ def make_app(service: SchedulerService) -> web.Application:
     return app
 
 
-class ServerThread:
-    """Serve an app on a real socket from a background thread (local runner, tests)."""
+def reserve(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to host:port now, listening only once a ServerThread serves it (until
+    then a connection is refused, as with no server): a process that reserves its API's port
+    before it starts Spark keeps that port from the ephemeral ports Spark and py4j take while
+    starting, and learns at once that the port is taken. OSError names the address."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise OSError(error.errno, f"cannot listen on {host}:{port}: {error.strerror}") from None
+    return sock
 
-    def __init__(self, app: web.Application, host: str = "127.0.0.1", port: int = 0, unix: str | None = None) -> None:
+
+class ServerThread:
+    """Serve an app on a real socket from a background thread (local runner, tests): on host:port,
+    on a unix socket, or on a socket bound beforehand (`reserve`)."""
+
+    def __init__(self, app: web.Application, host: str = "127.0.0.1", port: int = 0, unix: str | None = None,
+                 sock: socket.socket | None = None) -> None:
         import threading
 
         self.app = app
@@ -285,12 +303,12 @@ class ServerThread:
         self._ready = threading.Event()
         self._runner: web.AppRunner | None = None
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(host, port, unix), name="sluice-http", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(host, port, unix, sock), name="sluice-http", daemon=True)
 
-    def _run(self, host: str, port: int, unix: str | None) -> None:
+    def _run(self, host: str, port: int, unix: str | None, sock: socket.socket | None) -> None:
         asyncio.set_event_loop(self._loop)
         try:
-            self._loop.run_until_complete(self._start(host, port, unix))
+            self._loop.run_until_complete(self._start(host, port, unix, sock))
         except BaseException as error:  # reported to start()
             self._error = error
             self._ready.set()
@@ -298,12 +316,17 @@ class ServerThread:
         self._ready.set()
         self._loop.run_forever()
 
-    async def _start(self, host: str, port: int, unix: str | None) -> None:
+    async def _start(self, host: str, port: int, unix: str | None, sock: socket.socket | None) -> None:
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()
         if unix:
             await web.UnixSite(self._runner, unix).start()
             self.url = f"unix:{unix}"
+            return
+        if sock is not None:
+            await web.SockSite(self._runner, sock).start()
+            bound_host, bound = sock.getsockname()[:2]
+            self.url = f"http://[{bound_host}]:{bound}" if ":" in bound_host else f"http://{bound_host}:{bound}"
             return
         site = web.TCPSite(self._runner, host, port)
         await site.start()
