@@ -34,9 +34,10 @@ import org.apache.spark.sql.types.StructType;
  * {@code initTransactions}, which fences any older producer of its id and aborts its open
  * transaction, then reads the marker (requireStable): a partition whose marker is past b already
  * committed, and its rows are not written again. A producer kept from an earlier batch reads the
- * marker too (without waiting for a commit still completing): past its own record, another
- * executor wrote the partition since and fenced it, so a fresh producer starts. A fencing it
- * cannot see yet fails its commit, the task fails, and Spark's retry starts afresh. The transaction spans the task: a task longer
+ * marker too (without waiting for a commit still completing, and while the task computes its first
+ * rows): past its own record, another executor wrote the partition since and fenced it, so a fresh
+ * producer starts. A fencing it cannot see yet fails its commit, the task fails, and Spark's retry
+ * starts afresh. The transaction spans the task: a task longer
  * than `transaction.timeout.ms` (Kafka's 60 s unless `kafka.transaction.timeout.ms` says otherwise)
  * is aborted by the broker, and Spark retries it.
  *
