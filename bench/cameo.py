@@ -29,8 +29,8 @@ from typing import Any
 import yaml
 
 from sluice.api.constants import MASSES, POLICIES
-from sluice.api.query import KafkaSink, StreamingQuery
-from sluice.api.scenario import LoadSpec, Scenario, load_scenario
+from sluice.api.query import Delivery, KafkaSink, StreamingQuery
+from sluice.api.scenario import LoadSpec, Scenario, ScenarioError, load_scenario
 from sluice.runtime.latency import weighted_quantile as quantile
 from sluice.scheduler.execution import mode_of
 
@@ -45,7 +45,9 @@ VARIANTS = (*POLICIES, AUTO, LANE)
 
 
 def _for_run(query: StreamingQuery, load: LoadSpec, bootstrap: str, topic: str, variant: str,
-             sink_topic: str | None = None, critical: bool = False) -> dict[str, Any]:
+             sink_topic: str | None = None, critical: bool = False, delivery: Delivery | None = None) -> dict[str, Any]:
+    """The manifest one run applies: the scenario's, on this run's topics, in the variant's mode;
+    `delivery` (`sluice bench cameo --delivery`) overrides every Kafka sink's."""
     manifest = query.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"status"})
     if critical:  # the scenario's `critical` is the query's own `spec.sla.critical`
         manifest["spec"]["sla"]["critical"] = True
@@ -55,11 +57,20 @@ def _for_run(query: StreamingQuery, load: LoadSpec, bootstrap: str, topic: str, 
     if isinstance(query.spec.sink, KafkaSink) and sink_topic is not None:
         manifest["spec"]["sink"]["bootstrapServers"] = bootstrap
         manifest["spec"]["sink"]["topic"] = sink_topic
+        if delivery is not None:
+            manifest["spec"]["sink"]["delivery"] = delivery
     if variant not in (AUTO, LANE):
         manifest["spec"]["execution"] = "microBatch"
     if load.trigger is not None:
         manifest["spec"]["trigger"] = {"interval": load.trigger.text}
     return manifest
+
+
+def check_delivery(path: Path, queries: list[StreamingQuery], delivery: Delivery | None) -> None:
+    """`--delivery` needs a Kafka sink to act on: otherwise one sentence (a ScenarioError)."""
+    if delivery is not None and not any(isinstance(q.spec.sink, KafkaSink) for q in queries):
+        raise ScenarioError(f"--delivery: {path} has no Kafka sink to write {delivery}; use a scenario whose "
+                            "queries write to Kafka (bench/scenarios/realtime.yaml) or leave --delivery out.")
 
 
 DRAIN_MARGIN_S = 2.0
@@ -97,7 +108,7 @@ def await_ready(runs: list[tuple[Path, Any, Path]], timeout: float = READY_SECON
 
 
 def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, broker: Any, folder: Path,
-             log: Any = print, urgent_lane: str = "gated") -> dict[str, Any]:
+             log: Any = print, urgent_lane: str = "gated", delivery: Delivery | None = None) -> dict[str, Any]:
     """One variant (a policy, or AUTO), one fresh runtime: returns `sluice run`'s report (with
     timelines). `urgent_lane` is `sluice run --urgent-lane`: gated policies, all or none."""
     from sluice.api.scenario import Burst
@@ -110,7 +121,7 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
     topics = [broker.create_topic(f"{scenario.name}-{i}-{tag}", partitions=2) for i in range(len(queries))]
     sinks = [broker.create_topic(f"{scenario.name}-{i}-{tag}-out", partitions=2) if isinstance(q.spec.sink, KafkaSink)
              else None for i, q in enumerate(queries)]
-    manifests = [_for_run(q, s.load, broker.bootstrap, t, policy, sink, s.critical)
+    manifests = [_for_run(q, s.load, broker.bootstrap, t, policy, sink, s.critical, delivery)
                  for q, s, t, sink in zip(queries, scenario.queries, topics, sinks, strict=True)]
     seconds = scenario.duration.seconds + scenario.warmup.seconds  # the load's; the run adds its drain
     groups = {"": manifests}
@@ -353,10 +364,11 @@ def plot(runs: dict[str, list[dict[str, Any]]], summary: dict[str, Any], queries
 
 
 def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: Any = print,
-        urgent_lane: str = "gated") -> dict[str, Any]:
+        urgent_lane: str = "gated", delivery: Delivery | None = None) -> dict[str, Any]:
     from sluice.testing.kafka import KafkaBroker
 
     scenario, queries = load_scenario(scenario_path)
+    check_delivery(scenario_path, queries, delivery)
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "kafka", ignore_errors=True)  # the last benchmark's broker data: scratch
     broker = KafkaBroker(out / "kafka").start()
@@ -368,13 +380,14 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
             log(f"repeat {r + 1}/{repeat}: {', '.join(order)}")
             for policy in order:
                 runs[policy].append(run_once(scenario, queries, policy, broker, out / "runs" / f"{policy}-{r}", log,
-                                             urgent_lane))
+                                             urgent_lane, delivery))
     finally:
         broker.stop()
     summary = summarize(runs, scenario, queries)
     (out / "results.json").write_text(json.dumps({"policies": summary["policies"], "burst_p99_ms": summary["burst"],
                                                   "scenario": scenario.name, "repeat": repeat,
                                                   "urgent_lane": urgent_lane,
+                                                  "delivery": delivery or "scenario",
                                                   "drain_s": drain_seconds(queries)}, indent=2) + "\n")
     plot(runs, summary, queries, out)
     return {"summary": summary, "table": render_table(summary, queries), "ratios": ratios(summary, scenario, queries),

@@ -8,14 +8,14 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import click
 
 from sluice.api.constants import DEFAULT_POLICY, POLICIES, RUNTIME_CAPACITY, URGENT_LANE_CHOICES
 from sluice.api.manifest import ManifestError, parse_text
 from sluice.api.pool import StreamingPool
-from sluice.api.query import StreamingQuery
+from sluice.api.query import Delivery, StreamingQuery
 from sluice.api.wire import QueryStatus
 
 if TYPE_CHECKING:
@@ -882,10 +882,14 @@ _URGENT_LANE_OPTION = click.option(
 @click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True, help="Repeats (policies interleaved).")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out", show_default=True,
               help="Writes results.json, latency.png, cdf.png and each run's files here.")
+@click.option("--delivery", type=click.Choice(["atLeastOnce", "exactlyOnce"]),
+              help="Every Kafka sink's `spec.sink.delivery` (default: the scenario's own): the exactly-once cost on "
+                   "a scenario, one run per delivery. Under `auto` an exactlyOnce query stays in micro-batches.")
 @_json_option
 @_sitting_option
 @_URGENT_LANE_OPTION
-def bench_cameo(scenario: str, policies: str, repeat: int, out: str, as_json: bool, urgent_lane: str) -> None:
+def bench_cameo(scenario: str, policies: str, repeat: int, out: str, delivery: str | None, as_json: bool,
+                urgent_lane: str) -> None:
     """Cameo vs Spark's FIFO and FAIR on real Spark with Kafka load: latency per query, side by side."""
     from sluice.api.scenario import ScenarioError, load_scenario
     from sluice.bench import cameo as cameo_bench
@@ -897,10 +901,11 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str, as_json: bo
         click.echo(f"--policies: use some of {', '.join(cameo_bench.VARIANTS)} (got {policies!r}).", err=True)
         sys.exit(1)
     try:
-        load_scenario(Path(scenario))
+        sink_delivery = cast("Delivery | None", delivery)  # click's Choice holds the literal's values
+        cameo_bench.check_delivery(Path(scenario), load_scenario(Path(scenario))[1], sink_delivery)
         _calibrate_now()
         result = cameo_bench.run(Path(scenario), chosen, repeat, Path(out), log=lambda m: click.echo(m, err=True),
-                                 urgent_lane=urgent_lane)
+                                 urgent_lane=urgent_lane, delivery=sink_delivery)
     except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
         click.echo(str(error), err=True)
         sys.exit(1)
