@@ -290,6 +290,9 @@ class AutoscalingStatus(Model):
     """The last scale-up, until its effectiveness is checked."""
     ineffectiveScaling: IneffectiveScaling | None = None
     """A scale-up that did not help; DS2 does not grow past it."""
+    slaSizingMs: int | None = None
+    """Milliseconds the last sync's SLA-aware sizing took (`slaSizing`: simulations in a worker
+    thread; near 0 when the measurements had not moved since an earlier sync)."""
 
 
 class StateMigration(Model):

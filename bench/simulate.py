@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.operator.autoscaler import ds2_executors
+from sluice.operator.sla_sizing import rounded, sized, span
 from sluice.scheduler.simulate import Options as SimOptions
 from sluice.scheduler.simulate import Pool, SimQuery, simulate
 
@@ -35,6 +36,8 @@ class Options:
     per_tenant: int = 10
     duration: float = 600.0
     seed: int = 7
+    sizing: int = 200
+    """Queries of the pool whose SLA-aware sizing (the operator's, every pool sync) is timed; 0: none."""
 
 
 def mix(queries: int, per_tenant: int = 10, seed: int = 7) -> list[SimQuery]:
@@ -69,23 +72,43 @@ def step(queries: int, options: Options) -> dict[str, Any]:
             "worst_attainment": None if worst is None else worst.attainment}
 
 
+def sizing(queries: int, options: Options) -> dict[str, Any]:
+    """The operator's SLA-aware sizing of a pool of `queries` of the mix, timed without its cache
+    (what a sync whose measurements moved costs): the same search over executor counts, from 1 to
+    4x DS2's count."""
+    sims = tuple(rounded(q) for q in mix(queries, options.per_tenant, options.seed))
+    executors, _ = ds2_executors(sims, CORES)
+    most = max(4 * executors, 8)
+    began = time.perf_counter()
+    found = sized.__wrapped__(sims, CORES, "cameo", 1, most)
+    wall = time.perf_counter() - began
+    return {"queries": queries, "wall_s": round(wall, 2), "simulations": found.simulations,
+            "simulated_s": span(queries), "executors": found.executors, "ds2_executors": executors, "most": most}
+
+
 def run(options: Options, out: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
     steps = []
     for n in options.counts:
         log(f"simulating {n:,} queries for {options.duration:g} simulated seconds ...")
         steps.append(step(n, options))
         log(f"  {steps[-1]['wall_s']} s wall, {steps[-1]['decision_us']} µs a decision")
-    result = {"steps": steps, "goal": {"wall_s_at_10000": GOAL_SECONDS, "decision_us": GOAL_DECISION_US},
+    timed = None
+    if options.sizing:
+        log(f"sizing a pool of {options.sizing:,} queries as the operator does each sync ...")
+        timed = sizing(options.sizing, options)
+        log(f"  {timed['wall_s']} s wall, {timed['simulations']} simulations")
+    result = {"steps": steps, "sizing": timed,
+              "goal": {"wall_s_at_10000": GOAL_SECONDS, "decision_us": GOAL_DECISION_US},
               "options": {"counts": list(options.counts), "per_tenant": options.per_tenant,
-                          "duration": options.duration, "seed": options.seed}}
+                          "duration": options.duration, "seed": options.seed, "sizing": options.sizing}}
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-    (out / "summary.txt").write_text(render(steps) + "\n")
+    (out / "summary.txt").write_text(render(steps, timed) + "\n")
     plot(steps, out / "simulate.png")
     return result
 
 
-def render(steps: Sequence[dict[str, Any]]) -> str:
+def render(steps: Sequence[dict[str, Any]], timed: dict[str, Any] | None = None) -> str:
     head = (f"{'queries':>8} {'tenants':>8} {'executors':>9} {'batches':>10} {'wall s':>8} {'x sim speed':>11} "
             f"{'µs/decision':>11} {'SLAs kept':>9}")
     lines = [head, "-" * len(head)]
@@ -95,6 +118,10 @@ def render(steps: Sequence[dict[str, Any]]) -> str:
                      f"{'yes' if s['kept'] else 'no':>9}")
     lines.append(f"goals: 10,000 queries x 10 simulated minutes in <= {GOAL_SECONDS:.0f} s; "
                  f"<= {GOAL_DECISION_US:.0f} µs a decision")
+    if timed is not None:
+        lines.append(f"the operator's SLA-aware sizing of {timed['queries']:,} queries (each pool sync whose "
+                     f"measurements moved): {timed['wall_s']:.1f} s, {timed['simulations']} simulations of "
+                     f"{timed['simulated_s']:g} s")
     return "\n".join(lines)
 
 

@@ -123,9 +123,11 @@ async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, p
         status.write(patch, StreamingPoolStatus(state=StateMigration(
             placement=placement, pendingMoves=executors.pendingMoves, moves=executors.stateMoves,
             movedBytes=executors.stateMovedBytes)), cleared=[f"state.placement.{executor}" for executor in sorted(gone)])
+    began = time.perf_counter()
     sla = await asyncio.to_thread(scaling.sla_count, model, queries)
+    sizing_ms = None if sla is None else round((time.perf_counter() - began) * 1000)
     chosen = scaling.plan(model, current, queries, time.time(), scaling.memory(current_status), generation or 0, moving, sla)
-    auto: dict[str, Any] = {"mode": model.spec.autoscaling.mode, "recommendation": None}
+    auto: dict[str, Any] = {"mode": model.spec.autoscaling.mode, "recommendation": None, "slaSizingMs": sizing_ms}
     if chosen.recommendation is not None:
         auto["recommendation"] = {"executors": chosen.recommendation.target, "reason": chosen.recommendation.reason,
                                   "time": now_rfc3339(),

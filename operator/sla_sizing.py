@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from sluice.api.wire import QueryStatus
 from sluice.scheduler.simulate import (
@@ -33,6 +34,30 @@ from sluice.scheduler.simulate import (
 SIMULATED, WARMUP = 120.0, 20.0
 """Seconds simulated at each executor count, and the start left out of the figures (the
 SLA-driven intervals settle in it). Short enough to run every pool sync in a worker thread."""
+QUERY_SECONDS = 24_000.0
+"""Query-seconds one simulation covers at most: a pool of more than 200 queries simulates less
+than SIMULATED, so a sync's sizing time stops growing with the pool's size until SHORTEST."""
+SHORTEST = 60.0
+"""Seconds simulated at least, whatever the pool's size (the warm-up and a few batches after it)."""
+SIGNIFICANT = 2
+"""Significant digits the simulation's inputs (rates and costs) are rounded to: within 5%, less
+than they move between two syncs, so a pool whose measurements barely moved is not simulated
+again (`sized` remembers its last answers)."""
+
+
+def span(queries: int) -> float:
+    """Seconds simulated for a pool of `queries` micro-batch queries."""
+    return max(SHORTEST, min(SIMULATED, QUERY_SECONDS / max(queries, 1)))
+
+
+def _round(value: float) -> float:
+    return 0.0 if value == 0 else round(value, SIGNIFICANT - 1 - math.floor(math.log10(abs(value))))
+
+
+def rounded(query: SimQuery) -> SimQuery:
+    """`query` with its rate and costs rounded to SIGNIFICANT digits."""
+    return replace(query, rate=_round(query.rate), fixed=_round(query.fixed), per_row=_round(query.per_row),
+                   commit=_round(query.commit))
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +100,16 @@ def sla_executors(queries: Mapping[str, QueryStatus], cores_per_executor: int, p
     sims, unmeasured = sim_queries(queries)
     if not sims or unmeasured:
         return None
+    return sized(tuple(rounded(q) for q in sims), cores_per_executor, policy, least, most, reserved)
+
+
+@lru_cache(maxsize=32)
+def sized(sims: tuple[SimQuery, ...], cores_per_executor: int, policy: str, least: int, most: int,
+          reserved: int = 0) -> SlaCount:
+    """The executors `sims` need to keep their SLAs, searched in [least, most] (remembered by its
+    inputs: the operator asks again every sync)."""
     least, most = max(least, 1), max(most, least, 1)
-    options = Options(duration=SIMULATED, warmup=WARMUP)
+    options = Options(duration=span(len(sims)), warmup=WARMUP)
     # a slot for every query: no wait at the gate; whoever misses here, executors cannot help
     ample = Pool(math.ceil((len(sims) + reserved) / max(cores_per_executor, 1)), cores_per_executor, policy,
                  reserved=reserved)

@@ -28,7 +28,7 @@ from sluice.api.constants import BANDS
 
 from .bands import DEFAULT_BAND, band_for_slack, band_name, urgent_bands
 from .costs import CostModel
-from .policies import BatchRequest, Policy, QuerySpec, frontier, make_policy
+from .policies import BatchRequest, Policy, QuerySpec, frontier, frontier_at, make_policy
 
 
 def covers(first: int, last: int, batch_id: int) -> bool:
@@ -102,6 +102,9 @@ class _Pending:
     seq: int
     held: tuple[str, int, float] | None = None
     """(query, its last batch id, predicted arrival) of the urgent batch this one was held for."""
+    waiting: bool = False
+    """Held now: out of the policy heap until the urgent batch arrives or its time passes (a
+    dispatch then looks only at batches it could grant, not at every held one again)."""
 
 
 @dataclass(slots=True)
@@ -152,8 +155,13 @@ class GroupTuning:
 
 PERIOD_SMOOTHING = 0.3
 """Weight of the newest gap in a query's smoothed batch period."""
-URGENCY_BOUNDS: tuple[float, ...] = (-60.0, -15.0, -5.0, -2.0, -1.0, -0.5, -0.25, -0.1, 0.0, 0.1, 0.25, 0.5, 1.0,
-                                     2.0, 5.0, 15.0, 60.0)
+SLACK_STEP = 1.25
+"""Ratio between the bounds of consecutive positive slack classes: a hold walks the class holding
+its batch's cost one arrival at a time (there slack may or may not be below the cost), so the
+classes are narrow where costs fall (with classes 2x wide, a 1.5 s bulk batch walked every 2 s
+filter's predicted arrival: 34 of them a decision at 2,000 queries)."""
+URGENCY_BOUNDS: tuple[float, ...] = (-60.0, -15.0, -5.0, -2.0, -1.0, -0.5, -0.25, -0.1, 0.0,
+                                     *(round(0.1 * SLACK_STEP ** i, 4) for i in range(29)))  # 0.1 s .. 51.7 s
 """Slack classes (seconds: a predicted batch's start deadline less its arrival) of the predicted
 arrivals. A batch of cost c is held only for one whose slack is below c, so it looks only at the
 classes below c (a pool of loose-SLA queries has nothing to look at); and only for one whose
@@ -199,6 +207,10 @@ class Scheduler:
         self.queries: dict[str, _Query] = {}
         self._heap: list[tuple[float, int, str]] = []
         self._arrivals: deque[tuple[float, int, str]] = deque()
+        self._held: list[tuple[float, int, str]] = []
+        """(predicted arrival it waits for, seq, query) of held batches; stale entries are skipped lazily."""
+        self._held_for: dict[str, list[tuple[int, str]]] = {}
+        """Urgent query -> (seq, query) of the batches held for its next arrival: released when it submits."""
         self._leases: list[tuple[float, str, int]] = []
         """(expiry, query, first batch id) of granted slots; stale entries are skipped lazily."""
         self._seq = itertools.count()
@@ -245,6 +257,7 @@ class Scheduler:
             return
         self.in_flight -= len(state.in_flight)
         self.reserved -= state.spec.reserved_slots
+        self._release_held_for(key)
         self.costs.forget(key)
         self.policy.forget(key)
 
@@ -272,13 +285,17 @@ class Scheduler:
         if state.last_submit is not None and request.batch_id == state.last_batch + 1:
             gap = now - state.last_submit
             state.period = gap if state.period is None else PERIOD_SMOOTHING * gap + (1 - PERIOD_SMOOTHING) * state.period
+        moved = request.batch_id != state.last_batch
         state.last_submit, state.last_batch = now, request.batch_id
+        if moved:
+            self._release_held_for(request.query)  # the urgent batch they waited for has come
         state.parked = None  # a prediction for an earlier batch: stale now
         if state.period is not None and self.policy.uses_bands:
             self._predict(state, request, now)
-        priority, deadline = self.policy.key(state.spec, request, self.costs, now)
+        spec = state.spec
         cost = self.costs.estimate(request.query, request.rows)
-        due = frontier(state.spec, request, now) + state.spec.latency_target
+        due = frontier(spec, request, now) + spec.latency_target
+        priority, deadline = self.policy.key(spec, request.oldest_event, due, cost, self.costs.path(request.query), now)
         seq = next(self._seq)
         state.pending = _Pending(request, now, priority, deadline, due, cost, seq)
         heapq.heappush(self._heap, (priority, seq, request.query))
@@ -318,9 +335,11 @@ class Scheduler:
         """Grant pending batches in policy order while slots are free (holding those an urgent
         arrival predicted within their cost would otherwise find the cores taken by)."""
         self._expire(now)
+        held = self._held
+        while held and held[0][0] <= now:  # holds whose predicted arrival has passed
+            _, seq, key = heapq.heappop(held)
+            self._release(seq, key)
         grants: list[Grant] = []
-        held: list[_Pending] = []
-        self.hold_until = None
         while self.in_flight < self.available:
             found = self._next(now)
             if found is None:
@@ -328,15 +347,34 @@ class Scheduler:
             pending, aged = found
             first = pending.held is None
             until = None if aged else self._hold(pending, now)
-            if until is not None:
-                held.append(pending)
-                self.queries[pending.request.query].held += first
-                self.hold_until = until if self.hold_until is None else min(self.hold_until, until)
+            if until is None or pending.held is None:
+                grants.append(self._grant(pending, aged, now))
                 continue
-            grants.append(self._grant(pending, aged, now))
-        for pending in held:  # still pending, in the same place
-            heapq.heappush(self._heap, (pending.priority, pending.seq, pending.request.query))
+            # out of the policy heap until its urgent batch arrives (`submit`) or its time passes
+            key = pending.request.query
+            pending.waiting = True
+            heapq.heappush(held, (until, pending.seq, key))
+            self._held_for.setdefault(pending.held[0], []).append((pending.seq, key))
+            self.queries[key].held += first
+        while held and self._waiting(held[0][1], held[0][2]) is None:
+            heapq.heappop(held)  # granted by aging, cancelled or released meanwhile
+        self.hold_until = held[0][0] if held else None
         return grants
+
+    def _waiting(self, seq: int, key: str) -> _Pending | None:
+        pending = self._live(seq, key)
+        return pending if pending is not None and pending.waiting else None
+
+    def _release(self, seq: int, key: str) -> None:
+        """A held batch goes back to its place in the policy heap (if it still waits)."""
+        pending = self._waiting(seq, key)
+        if pending is not None:
+            pending.waiting = False
+            heapq.heappush(self._heap, (pending.priority, seq, key))
+
+    def _release_held_for(self, urgent: str) -> None:
+        for seq, key in self._held_for.pop(urgent, ()):
+            self._release(seq, key)
 
     def next_look(self, now: float, idle: float) -> float:
         """Seconds until the scheduler should dispatch again with nothing else happening: at the
@@ -367,6 +405,8 @@ class Scheduler:
             least = URGENCY_BOUNDS[index - 1] if index > 0 else -math.inf  # the class's least slack
             if least >= pending.cost:
                 break  # every later class waits at least this batch's cost: none is urgent for it
+            if not predicted:
+                continue
             while predicted and predicted[0][0] <= now:  # predictions whose time has passed
                 heapq.heappop(predicted)
             seen: list[_Prediction] = []
@@ -398,8 +438,9 @@ class Scheduler:
         (the policy's key with the costs known now; a next batch's oldest event is this submit)."""
         assert state.period is not None
         arrives = now + state.period
-        after = BatchRequest(request.query, request.batch_id + 1, oldest_event=now)
-        _, deadline = self.policy.key(state.spec, after, self.costs, arrives)
+        spec, key = state.spec, request.query
+        due = frontier_at(spec, now, None, arrives) + spec.latency_target  # its oldest event: this submit
+        _, deadline = self.policy.key(spec, now, due, self.costs.estimate(key, 0), self.costs.path(key), arrives)
         slack = deadline - arrives
         predicted = self._predicted[bisect_right(URGENCY_BOUNDS, slack)]
         heapq.heappush(predicted, (arrives, request.batch_id, request.query, deadline, slack))
@@ -444,24 +485,26 @@ class Scheduler:
         state.in_flight[request.batch_id] = _Running(request.batch_id + state.k - 1, expiry, pending.cost)
         heapq.heappush(self._leases, (expiry, request.query, request.batch_id))
         if len(self._leases) > 4 * self.in_flight + 1024:  # completed slots leave stale entries
-            self._leases = [
-                (r.expiry, key, first) for key, q in self.queries.items() for first, r in q.in_flight.items()
-            ]
+            self._leases = [lease for lease in self._leases if self._leased(*lease)]
             heapq.heapify(self._leases)
         state.grants += 1
         self.in_flight += 1
         self.policy.granted(state.spec, pending.priority, pending.cost)
         return Grant(request.query, request.batch_id, band, state.k, pending.deadline, slack, now - pending.enqueued, aged)
 
+    def _leased(self, expiry: float, key: str, first: int) -> bool:
+        """Whether a lease entry is its slot's current one (else the slot completed or was renewed)."""
+        state = self.queries.get(key)
+        running = state.in_flight.get(first) if state is not None else None
+        return running is not None and running.expiry == expiry
+
     def _expire(self, now: float) -> None:
         """Free slots whose holder never reported back (a crashed runtime) after their lease."""
         leases = self._leases
         while leases and leases[0][0] <= now:
             expiry, key, first = heapq.heappop(leases)
-            state = self.queries.get(key)
-            running = state.in_flight.get(first) if state else None
-            if state is not None and running is not None and running.expiry == expiry:
-                del state.in_flight[first]
+            if self._leased(expiry, key, first):
+                del self.queries[key].in_flight[first]
                 self.in_flight -= 1
 
     def release(self, key: str, batch_id: int) -> None:

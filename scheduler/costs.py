@@ -23,18 +23,34 @@ starts from a conservative prior until it has `warmup` samples.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import deque
 from dataclasses import dataclass, field
 
 
 def quantile(values: list[float], q: float) -> float:
     """Nearest-rank quantile of a non-empty list (q in [0, 1])."""
-    ordered = sorted(values)
+    return ranked_quantile(sorted(values), q)
+
+
+def ranked_quantile(ordered: list[float], q: float) -> float:
+    """`quantile` of a non-empty list already in ascending order."""
     index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
     return ordered[index]
 
 
-def fit_line(points: list[tuple[int, float]], spread: float = 3.0) -> tuple[float, float] | None:
+def _slide(ranked: list[float], leaving: float | None, value: float) -> None:
+    """Keep `ranked` the sorted copy of a window: `value` joins, `leaving` (if any) leaves."""
+    if leaving is not None:
+        del ranked[bisect_left(ranked, leaving)]
+    insort(ranked, value)
+
+
+SPREAD = 3.0
+"""How many times the largest of recent batch sizes must be the smallest for a fitted line."""
+
+
+def fit_line(points: list[tuple[int, float]], spread: float = SPREAD) -> tuple[float, float] | None:
     """cost = fixed + per_row x rows through (rows, seconds) points, once their sizes differ `spread`x or more.
 
     Until then the split between fixed and per-row cost is unobservable: None. A line with a
@@ -82,10 +98,14 @@ class QueryCost:
     tail: float = 0.0
     recent: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=64))
     residuals: deque[float] = field(default_factory=lambda: deque(maxlen=64))
+    _ranked_costs: list[float] = field(default_factory=list)
+    """The costs in `recent`, sorted (kept as batches come: its low quantile is asked every batch)."""
+    _ranked_residuals: list[float] = field(default_factory=list)
+    """`residuals`, sorted."""
     _margin: float = 0.25
     """`margin()`, kept from the last observation: every batch that arrives, and every urgent
     arrival the scheduler looks ahead to, asks for an estimate (a sort of the residuals each
-    time cost 10 µs a call: most of a decision among 1,000 queries)."""
+    time was most of a decision among 1,000 queries)."""
 
     def _learned(self, rows: int) -> float:
         return self.fixed + self.per_row * max(rows, 0)
@@ -96,12 +116,17 @@ class QueryCost:
         if self.samples > 0:
             predicted = self._learned(rows)
             if predicted > 0:
-                self.residuals.append((seconds - predicted) / predicted)
+                residual = (seconds - predicted) / predicted
+                residuals = self.residuals
+                _slide(self._ranked_residuals, residuals[0] if len(residuals) == residuals.maxlen else None, residual)
+                residuals.append(residual)
                 if self.samples >= self.warmup:
                     clipped = min(seconds, 4 * predicted)
-        self.recent.append((rows, clipped))
+        recent = self.recent
+        _slide(self._ranked_costs, recent[0][1] if len(recent) == recent.maxlen else None, clipped)
+        recent.append((rows, clipped))
         self.samples += 1
-        floor = min(quantile([c for _, c in self.recent], 0.1), self.prior.floor)
+        floor = min(ranked_quantile(self._ranked_costs, 0.1), self.prior.floor)
         if self.samples == 1:
             self.fixed = floor
             self.tail = self.prior.tail if tail is None else tail
@@ -118,11 +143,12 @@ class QueryCost:
             self.row_samples += 1
             if self.row_samples == self.warmup:  # warm now: the cold batches leave the line clipped
                 self.recent = deque(((r, min(c, 4 * self._learned(r))) for r, c in self.recent), maxlen=self.recent.maxlen)
+                self._ranked_costs = sorted(c for _, c in self.recent)
             self._fit()
         if tail is not None:
             self.tail += self.alpha * (max(tail, 0.0) - self.tail)
         if len(self.residuals) >= 4:
-            self._margin = min(max(quantile(list(self.residuals), 0.9), 0.0), 2.0)
+            self._margin = min(max(ranked_quantile(self._ranked_residuals, 0.9), 0.0), 2.0)
 
     def _fit(self) -> None:
         """Once recent batches differ in size (3x or more), the fitted line replaces both parts.
@@ -130,7 +156,13 @@ class QueryCost:
         Until then the split is unobservable and the floor cap stands (pessimistic for larger
         batches); after one batch of another size the line is known and replaces the guess.
         """
-        line = fit_line(list(self.recent))
+        recent = self.recent
+        if len(recent) < 4:
+            return
+        smallest, largest = min(recent)[0], max(recent)[0]  # tuples order by rows first
+        if smallest > 0 and largest < SPREAD * smallest:
+            return  # sizes alike: the split is unobservable (`fit_line` would say None)
+        line = fit_line(list(recent))
         if line is not None:
             self.fixed, self.per_row = line
 
@@ -139,13 +171,13 @@ class QueryCost:
         return self._margin
 
     def estimate(self, rows: int) -> float:
-        prior = self.prior.fixed + self.prior.per_row * max(rows, 0)
+        rows = rows if rows > 0 else 0  # asked for every batch and every predicted arrival: kept lean
+        if self.samples >= self.warmup and self.samples:
+            return (self.fixed + self.per_row * rows) * (1 + self._margin)
+        prior = self.prior.fixed + self.prior.per_row * rows
         if self.samples == 0:
             return prior
-        learned = self._learned(rows) * (1 + self.margin())
-        if self.samples < self.warmup:
-            return max(learned, prior)
-        return learned
+        return max((self.fixed + self.per_row * rows) * (1 + self._margin), prior)
 
     def path(self) -> float:
         return self.prior.tail if self.samples == 0 else self.tail

@@ -13,8 +13,6 @@ from typing import ClassVar, Protocol
 
 from sluice.api.constants import POLICIES
 
-from .costs import CostModel
-
 
 @dataclass(frozen=True, slots=True)
 class QuerySpec:
@@ -58,10 +56,16 @@ def frontier(spec: QuerySpec, batch: BatchRequest, arrived: float) -> float:
     Windowed: the time the earliest window the batch feeds can close under the watermark
     (window end + watermark delay); data for a window that cannot emit yet is not urgent.
     """
-    oldest = batch.oldest_event if batch.oldest_event is not None else arrived
+    return frontier_at(spec, batch.oldest_event, batch.window_end, arrived)
+
+
+def frontier_at(spec: QuerySpec, oldest_event: float | None, window_end: float | None, arrived: float) -> float:
+    """`frontier` from a batch's oldest event and earliest window end (no `BatchRequest` to build:
+    the core asks it for every predicted arrival)."""
+    oldest = oldest_event if oldest_event is not None else arrived
     if spec.window_size is None:
         return oldest
-    end = batch.window_end
+    end = window_end
     if end is None:
         size = spec.window_size
         end = (oldest // size) * size + size
@@ -72,8 +76,11 @@ class Policy(Protocol):
     name: ClassVar[str]
     uses_bands: ClassVar[bool]
 
-    def key(self, spec: QuerySpec, batch: BatchRequest, costs: CostModel, now: float) -> tuple[float, float]:
-        """(priority, start deadline) of a batch arriving at `now`."""
+    def key(self, spec: QuerySpec, oldest_event: float | None, due: float, cost: float, path: float,
+            now: float) -> tuple[float, float]:
+        """(priority, start deadline) of a batch arriving at `now`: `oldest_event` its oldest event's
+        production time if known, `due` its t_MF + L (`frontier`),
+        `cost` its C_M and `path` its C_path (the core's cost model: computed once, by the core)."""
         ...
 
     def granted(self, spec: QuerySpec, priority: float, cost: float) -> None:
@@ -94,21 +101,15 @@ class _Stateless:
         return None
 
 
-def _due(spec: QuerySpec, batch: BatchRequest, costs: CostModel, now: float) -> tuple[float, float]:
-    """(t_MF + L, C_M + C_path)."""
-    due = frontier(spec, batch, now) + spec.latency_target
-    return due, costs.estimate(spec.key, batch.rows) + costs.path(spec.key)
-
-
 class Fifo(_Stateless):
     """Arrival order, one band: what Spark does without Sluice."""
 
     name: ClassVar[str] = "fifo"
     uses_bands: ClassVar[bool] = False
 
-    def key(self, spec: QuerySpec, batch: BatchRequest, costs: CostModel, now: float) -> tuple[float, float]:
-        due, work = _due(spec, batch, costs, now)
-        return now, due - work
+    def key(self, spec: QuerySpec, oldest_event: float | None, due: float, cost: float, path: float,
+            now: float) -> tuple[float, float]:
+        return now, due - (cost + path)
 
 
 class Edf(_Stateless):
@@ -116,8 +117,9 @@ class Edf(_Stateless):
 
     name: ClassVar[str] = "edf"
 
-    def key(self, spec: QuerySpec, batch: BatchRequest, costs: CostModel, now: float) -> tuple[float, float]:
-        t = batch.oldest_event if batch.oldest_event is not None else now
+    def key(self, spec: QuerySpec, oldest_event: float | None, due: float, cost: float, path: float,
+            now: float) -> tuple[float, float]:
+        t = oldest_event if oldest_event is not None else now
         deadline = t + spec.latency_target
         return deadline, deadline
 
@@ -127,9 +129,9 @@ class Cameo(_Stateless):
 
     name: ClassVar[str] = "cameo"
 
-    def key(self, spec: QuerySpec, batch: BatchRequest, costs: CostModel, now: float) -> tuple[float, float]:
-        due, work = _due(spec, batch, costs, now)
-        start_deadline = due - work
+    def key(self, spec: QuerySpec, oldest_event: float | None, due: float, cost: float, path: float,
+            now: float) -> tuple[float, float]:
+        start_deadline = due - (cost + path)
         return start_deadline, start_deadline
 
 
@@ -147,12 +149,11 @@ class Fair:
         self.virtual = 0.0
         self.finish: dict[str, float] = {}
 
-    def key(self, spec: QuerySpec, batch: BatchRequest, costs: CostModel, now: float) -> tuple[float, float]:
+    def key(self, spec: QuerySpec, oldest_event: float | None, due: float, cost: float, path: float,
+            now: float) -> tuple[float, float]:
         start = max(self.virtual, self.finish.get(spec.tenant, 0.0))
-        cost = costs.estimate(spec.key, batch.rows)
         self.finish[spec.tenant] = start + cost / spec.weight
-        due, work = _due(spec, batch, costs, now)
-        return start, due - work
+        return start, due - (cost + path)
 
     def granted(self, spec: QuerySpec, priority: float, cost: float) -> None:
         self.virtual = max(self.virtual, priority)

@@ -369,7 +369,12 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
         worst = 0.0
         if query.window is None:
             if counted and batch.rows > 0:
-                result.add_batch([now - t for t in query.production_times(batch.read_from, batch.start)], batch.rows)
+                if query.bursts:
+                    latencies = [now - t for t in query.production_times(batch.read_from, batch.start)]
+                else:  # rows produced evenly: `production_times` without bursts, in one pass
+                    oldest, span = batch.read_from, batch.start - batch.read_from
+                    latencies = [now - (oldest + q * span) for q in GRID]
+                result.add_batch(latencies, batch.rows)
                 worst = now - batch.read_from
         else:
             for end in batch.windows:

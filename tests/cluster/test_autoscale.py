@@ -147,8 +147,10 @@ def test_the_slas_raise_ds2_s_count_and_the_status_says_which_bound_decided(elas
     assert found is not None, decided["reason"]
     by_rates = int(found.group(1))
     assert decided["toExecutors"] > by_rates, decided  # N + k: the SLAs' count, above DS2's
-    recommendation = pool_status()["autoscaling"]["recommendation"]
-    assert recommendation["bound"] == "slas"
+    autoscaling = pool_status()["autoscaling"]
+    assert autoscaling["recommendation"]["bound"] == "slas"
+    # what the sizing cost this sync: six queries, well below the sync interval
+    assert isinstance(autoscaling.get("slaSizingMs"), int) and 0 <= autoscaling["slaSizingMs"] < 15_000, autoscaling
     try:
         # a later sync may grow it further (costs measured on more executors differ), never below
         wait_for(lambda: (e := pool_status().get("executors") or {}).get("current") == e.get("target")

@@ -466,6 +466,20 @@ def test_a_missed_prediction_ends_the_hold_at_the_predicted_time() -> None:
     assert _ids(s.dispatch(last + 0.2 + 0.001)) == ["bulk/agg"]  # the filter did not come: hold nothing
 
 
+def test_a_held_batch_waits_off_the_queue_and_comes_back_in_its_place() -> None:
+    s = _holding_scheduler()
+    last = _with_period(s, "pay/filter", 0.2)
+    now = last + 0.05
+    s.submit(BatchRequest("bulk/agg", 1, rows=10_000, oldest_event=now), now)
+    assert s.dispatch(now) == []
+    # dispatches while it is held grant nothing and count the hold once
+    assert s.dispatch(now + 0.01) == [] and s.dispatch(now + 0.02) == []
+    assert s.queries["bulk/agg"].held == 1 and s.hold_until == pytest.approx(last + 0.2)
+    s.unregister("pay/filter")  # the query it waited for is gone: nothing to wait for
+    assert _ids(s.dispatch(now + 0.03)) == ["bulk/agg"]
+    assert s.hold_until is None
+
+
 @pytest.mark.parametrize(
     ("period", "rows", "why"),
     [

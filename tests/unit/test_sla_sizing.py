@@ -6,7 +6,16 @@ from __future__ import annotations
 from sluice.api.pool import StreamingPool
 from sluice.api.wire import BatchCosts, Load, QueryStatus
 from sluice.operator import scaling
-from sluice.operator.sla_sizing import sim_queries, sla_executors
+from sluice.operator.sla_sizing import (
+    QUERY_SECONDS,
+    SHORTEST,
+    SIMULATED,
+    rounded,
+    sim_queries,
+    sized,
+    sla_executors,
+    span,
+)
 
 
 def status(sla_ms: float = 1250, fixed_ms: float = 150, critical: bool = True, measured: bool = True,
@@ -123,3 +132,19 @@ def test_a_query_no_executor_count_can_help_does_not_grow_the_pool() -> None:
     sized = sla_executors(mixed, 1, "cameo", 1, 8)
     assert sized is not None and sized.executors is not None and sized.executors >= 2
     assert "t/steady misses the SLA even with a slot each" in sized.why
+
+
+def test_a_large_pool_simulates_a_shorter_span_and_never_below_the_shortest() -> None:
+    assert span(10) == SIMULATED and span(200) == SIMULATED  # 200 x 120 s: the budget
+    assert span(400) == QUERY_SECONDS / 400 == 60.0
+    assert span(10_000) == SHORTEST
+
+
+def test_measurements_that_barely_moved_are_not_simulated_again() -> None:
+    assert rounded(sim_queries({"a/f": status(fixed_ms=153.4)})[0][0]).fixed == 0.15  # two significant digits
+    sized.cache_clear()
+    first = sla_executors(four(), 1, "cameo", 1, 8)
+    again = sla_executors(four(fixed_ms=151), 1, "cameo", 1, 8)  # within the rounding: the same inputs
+    assert again is first and sized.cache_info().hits == 1
+    moved = sla_executors(four(fixed_ms=400), 1, "cameo", 1, 8)  # a cost that moved is simulated again
+    assert moved is not first and sized.cache_info().misses == 2

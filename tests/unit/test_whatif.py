@@ -152,3 +152,16 @@ def test_size_exits_3_when_no_pool_keeps_every_sla() -> None:
     assert code == 3 and "SLAs: not kept even at 1 executor(s)" in out
     code, _, err = invoke("size", *args, "--no-such-option")
     assert code == 2 and "No such option" in err
+
+
+def test_bench_simulate_times_each_step_and_the_operator_s_sizing(tmp_path: Path) -> None:
+    code, out, err = invoke("bench", "simulate", "--counts", "20,40", "--duration", "1m", "--sizing", "30",
+                            "--out", str(tmp_path), "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert [s["queries"] for s in result["steps"]] == [20, 40]
+    assert all(s["batches"] > 0 and s["decisions"] > 0 for s in result["steps"])
+    sizing = result["sizing"]
+    assert sizing["queries"] == 30 and sizing["simulations"] >= 2 and sizing["simulated_s"] == 120.0
+    assert json.loads((tmp_path / "results.json").read_text()) == result
+    assert "SLA-aware sizing of 30 queries" in (tmp_path / "summary.txt").read_text()

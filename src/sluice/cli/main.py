@@ -1105,15 +1105,17 @@ def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: 
               help="Simulated time per step.")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/simulate", show_default=True,
               help="Writes results.json, summary.txt and simulate.png here.")
+@click.option("--sizing", type=click.IntRange(0, 100_000), default=200, show_default=True,
+              help="Also time the operator's SLA-aware sizing (every pool sync) of a pool of this many queries; 0: not.")
 @_json_option
-def bench_simulate(counts: str, per_tenant: int, duration: float, out: str, as_json: bool) -> None:
+def bench_simulate(counts: str, per_tenant: int, duration: float, out: str, sizing: int, as_json: bool) -> None:
     """How fast `sluice simulate` runs a large pool (10,000 queries of 1,000 tenants), and each scheduling decision."""
     from sluice.bench import simulate as simulate_bench
 
     options = simulate_bench.Options(counts=_counts(counts, "--counts"), per_tenant=per_tenant,
-                                     duration=duration)
+                                     duration=duration, sizing=sizing)
     result = simulate_bench.run(options, Path(out), log=lambda m: click.echo(m, err=True))
-    _print_result(as_json, result, simulate_bench.render(result["steps"]))
+    _print_result(as_json, result, simulate_bench.render(result["steps"], result["sizing"]))
     click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/simulate.png", err=True)
 
 
