@@ -111,7 +111,7 @@ class QueryCost:
         return self.fixed + self.per_row * max(rows, 0)
 
     def observe(self, rows: int, seconds: float, tail: float | None) -> None:
-        seconds = max(seconds, 0.0)
+        seconds = seconds if seconds > 0 else 0.0  # NaN too: the sorted windows need ordered values
         clipped = seconds
         if self.samples > 0:
             predicted = self._learned(rows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -235,6 +236,21 @@ def test_cost_model_is_robust_to_one_outlier_and_conservative_when_new() -> None
     costs.observe("q", rows=100, seconds=12.0)  # a fetch-failure retry
     after = costs.estimate("q", 100)
     assert after < 3 * before
+
+
+
+def test_cost_model_windows_stay_sorted_past_their_length_and_through_a_nan() -> None:
+    # the floor and the margin come from sorted copies kept as batches come (not sorted each
+    # time): past the 64-batch window, through the warm-up's re-clip and a NaN cost, they must
+    # equal a sort of what the windows hold
+    costs = CostModel()
+    costs.observe("q", rows=100, seconds=float("nan"))
+    for i in range(200):
+        costs.observe("q", rows=100 + (i % 7) * 50, seconds=0.1 + (i % 13) * 0.01)
+    model = costs._get("q")
+    assert model._ranked_costs == sorted(c for _, c in model.recent)
+    assert model._ranked_residuals == sorted(model.residuals)
+    assert math.isfinite(costs.estimate("q", 100))
 
 
 # ---------------------------------------------------------------- aging, fairness (properties)
