@@ -473,21 +473,25 @@ def test_a_long_batch_is_held_for_an_urgent_batch_predicted_within_its_cost() ->
     assert s.snapshot(arrived)["queries"]["bulk/agg"]["held"] == 1  # type: ignore[index]
 
 
-def test_a_missed_prediction_ends_the_hold_at_the_predicted_time() -> None:
-    s = _holding_scheduler()
+def _bulk_held(s: Scheduler) -> tuple[float, float]:
+    """The filter arriving every 200 ms, then a ~1 s bulk batch 50 ms after its last arrival,
+    held for the next: (the filter's last arrival, the bulk batch's)."""
     last = _with_period(s, "pay/filter", 0.2)
     now = last + 0.05
     s.submit(BatchRequest("bulk/agg", 1, rows=10_000, oldest_event=now), now)
     assert s.dispatch(now) == []
+    return last, now
+
+
+def test_a_missed_prediction_ends_the_hold_at_the_predicted_time() -> None:
+    s = _holding_scheduler()
+    last, _ = _bulk_held(s)
     assert _ids(s.dispatch(last + 0.2 + 0.001)) == ["bulk/agg"]  # the filter did not come: hold nothing
 
 
 def test_a_held_batch_waits_off_the_queue_and_comes_back_in_its_place() -> None:
     s = _holding_scheduler()
-    last = _with_period(s, "pay/filter", 0.2)
-    now = last + 0.05
-    s.submit(BatchRequest("bulk/agg", 1, rows=10_000, oldest_event=now), now)
-    assert s.dispatch(now) == []
+    last, now = _bulk_held(s)
     # dispatches while it is held grant nothing and count the hold once
     assert s.dispatch(now + 0.01) == [] and s.dispatch(now + 0.02) == []
     assert s.queries["bulk/agg"].held == 1 and s.hold_until == pytest.approx(last + 0.2)
