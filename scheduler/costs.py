@@ -28,13 +28,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 
-def quantile(values: list[float], q: float) -> float:
-    """Nearest-rank quantile of a non-empty list (q in [0, 1])."""
-    return ranked_quantile(sorted(values), q)
-
-
 def ranked_quantile(ordered: list[float], q: float) -> float:
-    """`quantile` of a non-empty list already in ascending order."""
+    """Nearest-rank quantile (q in [0, 1]) of a non-empty list in ascending order."""
     index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
     return ordered[index]
 
@@ -103,7 +98,8 @@ class QueryCost:
     _ranked_residuals: list[float] = field(default_factory=list)
     """`residuals`, sorted."""
     _margin: float = 0.25
-    """`margin()`, kept from the last observation: every batch that arrives, and every urgent
+    """The high quantile of recent relative residuals (0.25 before 4 of them), within [0, 2], kept
+    from the last observation: every batch that arrives, and every urgent
     arrival the scheduler looks ahead to, asks for an estimate (a sort of the residuals each
     time was most of a decision among 1,000 queries)."""
 
@@ -165,10 +161,6 @@ class QueryCost:
         line = fit_line(list(recent))
         if line is not None:
             self.fixed, self.per_row = line
-
-    def margin(self) -> float:
-        """The high quantile of recent relative residuals (0.25 before 4 of them), within [0, 2]."""
-        return self._margin
 
     def estimate(self, rows: int) -> float:
         rows = rows if rows > 0 else 0  # asked for every batch and every predicted arrival: kept lean
