@@ -140,6 +140,28 @@ class QueryStatus(Answer):
     watermark_delay_ms: float = 0.0
 
 
+class BatchRecord(Answer):
+    """One measured batch of a query: when its output committed and its rows' latencies."""
+
+    committed: float
+    """Wall-clock epoch seconds of the commit."""
+    rows: int = Field(ge=0)
+    """Output rows."""
+    latencies_ms: list[float] = Field(default_factory=list)
+    """Latency at each of the grid's quantiles of the batch's rows, largest first (the weights
+    are `sluice.api.constants.MASSES`)."""
+
+
+class BatchList(Answer):
+    """GET /v1/queries/{namespace}/{name}/batches?since=T: the measured batches committed after T
+    that the latency window still holds (its last minute), oldest first. A reader polling well
+    within the window (a benchmark on a pod) rebuilds every batch's latency, as `sluice run
+    --timeline` gives them locally."""
+
+    query: str
+    batches: list[BatchRecord] = Field(default_factory=list)
+
+
 class Registration(Answer):
     """The answer to PUT /v1/queries/{namespace}/{name}: the query is hosted, in `phase`.
 

@@ -15,6 +15,7 @@ sent rows of which none could be judged keeps 0%, not "no figure".
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import statistics
@@ -28,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from sluice.api.constants import MASSES, POLICIES
+from sluice.api.constants import GATED_POLICIES, MASSES, POLICIES
 from sluice.api.query import Delivery, KafkaSink, StreamingQuery
 from sluice.api.scenario import LoadSpec, Scenario, ScenarioError, load_scenario
 from sluice.runtime.latency import weighted_quantile as quantile
@@ -108,9 +109,11 @@ def await_ready(runs: list[tuple[Path, Any, Path]], timeout: float = READY_SECON
 
 
 def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, broker: Any, folder: Path,
-             log: Any = print, urgent_lane: str = "gated", delivery: Delivery | None = None) -> dict[str, Any]:
+             log: Any = print, urgent_lane: str = "gated", delivery: Delivery | None = None,
+             gate: str = "inprocess") -> dict[str, Any]:
     """One variant (a policy, or AUTO), one fresh runtime: returns `sluice run`'s report (with
-    timelines). `urgent_lane` is `sluice run --urgent-lane`: gated policies, all or none."""
+    timelines). `urgent_lane` is `sluice run --urgent-lane`: gated policies, all or none; `gate`
+    is `sluice run --gate`."""
     from sluice.api.scenario import Burst
     from sluice.testing.load import LoadPlan, generate
 
@@ -139,7 +142,7 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
              "--duration", f"{seconds}s", "--drain", f"{drain_seconds(queries):g}s",
              "--sent-file", str(folder / "sent.json"), "--warmup", scenario.warmup.text, "--report", str(folder / f"{prefix}report.json"),
              "--timeline", "--workdir", str(folder / f"{prefix}work"), "--ready-file", str(folder / f"{prefix}ready"),
-             "--urgent-lane", urgent_lane],
+             "--urgent-lane", urgent_lane, "--gate", gate],
             stdout=subprocess.DEVNULL, stderr=(folder / f"{prefix}run.log").open("wb"),
         )))
     # The load starts once every query runs, and the runs' warm-up and duration count from then: a
@@ -176,8 +179,31 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
         part = json.loads(report.read_text())
         result = {**part, "queries": {**result.get("queries", {}), **part["queries"]}}
     result["sent"] = sent
-    log(f"  {policy}: " + ", ".join(f"{k} p99 {v['p99_ms']} ms" for k, v in result["queries"].items()))
+    log(f"  {policy}{'' if gate == 'inprocess' else ' (' + gate + ')'}: "
+        + ", ".join(f"{k} p99 {v['p99_ms']} ms" for k, v in result["queries"].items()))
     return result
+
+
+GATES = ("inprocess", "sidecar")
+SIDECAR = "+sidecar"
+"""A variant's suffix when its gate asks a sidecar process (`cameo+sidecar`)."""
+
+
+def variants(policies: list[str], gates: list[str]) -> list[tuple[str, str, str]]:
+    """(name, policy, gate) of each run: a gated policy once per gate; fifo and fair have no gate."""
+    out = []
+    for policy in policies:
+        gated = policy in GATED_POLICIES or policy in (AUTO, LANE)
+        for gate in (gates if gated else ["inprocess"]):
+            out.append((f"{policy}{SIDECAR}" if gated and gate == "sidecar" else policy, policy, gate))
+    return out
+
+
+def gate_ask(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Each gated variant's ask time per batch besides queueing (p50 and p90 ms, per query, first
+    repeat): the round trip to the scheduler, in-process or over HTTP to its sidecar."""
+    return {name: {k: v.get("phases_ms", {}).get("gateAsk") for k, v in reports[0]["queries"].items()}
+            for name, reports in runs.items() if reports and reports[0].get("gate", "none") != "none"}
 
 
 def _weighted(timeline: list[list[Any]], start: float, end: float) -> list[tuple[float, float]]:
@@ -266,7 +292,7 @@ def ratios(summary: dict[str, Any], scenario: Scenario, queries: list[StreamingQ
         if not item.critical:
             continue
         cameo = policies["cameo"][query.key]["p99_ms"]
-        for other in (p for p in VARIANTS if p != "cameo"):
+        for other in (p for p in policies if p != "cameo"):
             if other in policies and cameo:
                 base = policies[other][query.key]["p99_ms"]
                 if base:
@@ -363,33 +389,88 @@ def plot(runs: dict[str, list[dict[str, Any]]], summary: dict[str, Any], queries
     plt.close(fig)
 
 
+TARGETS = ("local", "node")
+"""Where a scenario runs: `sluice run` on this machine, or a pool on the one-node Kubernetes."""
+NODE_VARIANTS = (*POLICIES, AUTO)
+"""What a pool's spec can ask for (`auto-lane`, a second application, has no pool equivalent)."""
+
+
+def check_target(target: str, policies: list[str], urgent_lane: str, gates: list[str] | None = None) -> None:
+    """One sentence (a ScenarioError) for what the node target cannot run, or a gate unknown."""
+    if target not in TARGETS:
+        raise ScenarioError(f"--target: use local or node (got {target!r}).")
+    if gates is not None and (not gates or any(g not in GATES for g in gates) or len(set(gates)) != len(gates)):
+        raise ScenarioError(f"--gate: use inprocess, sidecar or inprocess,sidecar (got {','.join(gates)!r}).")
+    if target != "node":
+        return
+    if gates is not None and gates != ["inprocess"]:
+        raise ScenarioError("--gate: on the node target the gate always asks the pool's sidecar; leave --gate out.")
+    if any(p not in NODE_VARIANTS for p in policies):
+        raise ScenarioError(f"--policies: the node target runs {', '.join(NODE_VARIANTS)} (a pool's spec.policy, or "
+                            "auto for cameo with each query's own execution mode); leave auto-lane out.")
+    if urgent_lane == "all":
+        raise ScenarioError("--urgent-lane all: a pool's pods have no urgent lane (no CAP_SYS_NICE, executors in pods); "
+                            "leave --urgent-lane out with --target node.")
+
+
 def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: Any = print,
-        urgent_lane: str = "gated", delivery: Delivery | None = None) -> dict[str, Any]:
+        urgent_lane: str = "gated", delivery: Delivery | None = None, target: str = "local",
+        node: Any = None, gates: list[str] | None = None) -> dict[str, Any]:
+    """`node`: a `bench.node.NodeTarget` to run on (tests pass their cluster's); with `target`
+    node and none given, the benchmark opens one (`bench.node.open_target`). `gates` (local):
+    each gated policy runs once per gate, `cameo` in-process and `cameo+sidecar` over HTTP."""
     from sluice.testing.kafka import KafkaBroker
+
+    from . import node as on_node
 
     scenario, queries = load_scenario(scenario_path)
     check_delivery(scenario_path, queries, delivery)
+    gates = gates or ["inprocess"]
+    check_target(target, policies, urgent_lane, gates)
+    if target == "node" and delivery is not None:
+        raise ScenarioError("--delivery: the node target runs the scenario's own sinks; leave --delivery out.")
     out.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(out / "kafka", ignore_errors=True)  # the last benchmark's broker data: scratch
-    broker = KafkaBroker(out / "kafka").start()
-    log(f"kafka ready at {broker.bootstrap}")
-    runs: dict[str, list[dict[str, Any]]] = {p: [] for p in policies}
-    try:
+    chosen = variants(policies, gates)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in chosen}
+
+    def each(one: Any) -> None:
         for r in range(repeat):
-            order = policies[r % len(policies):] + policies[: r % len(policies)]  # interleave
-            log(f"repeat {r + 1}/{repeat}: {', '.join(order)}")
-            for policy in order:
-                runs[policy].append(run_once(scenario, queries, policy, broker, out / "runs" / f"{policy}-{r}", log,
-                                             urgent_lane, delivery))
-    finally:
-        broker.stop()
+            order = chosen[r % len(chosen):] + chosen[: r % len(chosen)]  # interleave
+            log(f"repeat {r + 1}/{repeat}: {', '.join(name for name, _, _ in order)}")
+            for name, policy, gate in order:
+                runs[name].append(one(policy, gate, out / "runs" / f"{name}-{r}"))
+
+    if target == "node":
+        with contextlib.ExitStack() as stack:
+            if node is None:
+                node = stack.enter_context(on_node.open_target(out / "node", log))
+            each(lambda policy, gate, folder: on_node.run_once(scenario, queries, policy, node, folder, log))
+        urgent_lane = "none"
+    else:
+        shutil.rmtree(out / "kafka", ignore_errors=True)  # the last benchmark's broker data: scratch
+        broker = KafkaBroker(out / "kafka").start()
+        log(f"kafka ready at {broker.bootstrap}")
+        try:
+            each(lambda policy, gate, folder: run_once(scenario, queries, policy, broker, folder, log, urgent_lane,
+                                                       delivery, gate))
+        finally:
+            broker.stop()
     summary = summarize(runs, scenario, queries)
-    (out / "results.json").write_text(json.dumps({"policies": summary["policies"], "burst_p99_ms": summary["burst"],
-                                                  "scenario": scenario.name, "repeat": repeat,
-                                                  "urgent_lane": urgent_lane,
-                                                  "delivery": delivery or "scenario",
-                                                  "drain_s": drain_seconds(queries)}, indent=2) + "\n")
+    document = {"policies": summary["policies"], "burst_p99_ms": summary["burst"], "scenario": scenario.name,
+                "repeat": repeat, "target": target, "urgent_lane": urgent_lane, "delivery": delivery or "scenario",
+                "gate": "sidecar" if target == "node" else ",".join(gates), "gate_ask_ms": gate_ask(runs),
+                "drain_s": drain_seconds(queries)}
+    extra = [f"{name} {key}: gate ask (besides queueing) p50 {ms['p50']} ms, p90 {ms['p90']} ms"
+             for name, per in document["gate_ask_ms"].items() for key, ms in per.items() if ms]
+    if target == "node":
+        document["executors"] = {p: [r.get("executors", []) for r in reports] for p, reports in runs.items()}
+        document["status_vs_harness"] = {p: [{k: {"status": v.get("status_at_load_end"),
+                                                  "harness": v.get("harness_at_load_end")}
+                                              for k, v in r["queries"].items()} for r in reports]
+                                         for p, reports in runs.items()}
+        extra += on_node.status_lines(runs, queries)
+    (out / "results.json").write_text(json.dumps(document, indent=2) + "\n")
     plot(runs, summary, queries, out)
     return {"summary": summary, "table": render_table(summary, queries), "ratios": ratios(summary, scenario, queries),
-            "throughput": throughput_check(summary, queries), "scenario": scenario, "queries": queries}
+            "throughput": [*throughput_check(summary, queries), *extra], "scenario": scenario, "queries": queries}
 

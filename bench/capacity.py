@@ -10,11 +10,12 @@ so that a time limit leaves every policy with a bracket of about the same width.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -115,17 +116,44 @@ def plot(result: dict[str, Any], out: Path) -> None:
     plt.close(fig)
 
 
+@contextlib.contextmanager
+def _broker(broker: Any) -> Iterator[Any]:
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
 def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float, search: Search = DEFAULT,
         log: Callable[[str], None] = print, clock: Callable[[], float] = time.monotonic,
-        urgent_lane: str = "gated") -> dict[str, Any]:
-    """Search each policy's capacity; writes results.json, summary.txt and capacity.png into `out`."""
+        urgent_lane: str = "gated", target: str = "local", node: Any = None) -> dict[str, Any]:
+    """Search each policy's capacity; writes results.json, summary.txt and capacity.png into `out`.
+    `target` node: each probe on a fresh pool of the one-node Kubernetes (`bench.node`; `node`, a
+    `NodeTarget` to use, else one is opened)."""
     from sluice.testing.kafka import KafkaBroker
 
+    from . import node as on_node
+
     scenario, queries = load_scenario(scenario_path)
+    cameo_bench.check_target(target, policies, urgent_lane)
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "kafka", ignore_errors=True)
     shutil.rmtree(out / "runs", ignore_errors=True)
-    broker = KafkaBroker(out / "kafka").start()
+    stack = contextlib.ExitStack()
+    if target == "node":
+        if node is None:
+            node = stack.enter_context(on_node.open_target(out / "node", log))
+        urgent_lane = "none"
+
+        def probe_run(scaled_scenario: Scenario, policy: str, folder: Path) -> dict[str, Any]:
+            return on_node.run_once(scaled_scenario, queries, policy, node, folder, log=lambda _m: None)
+    else:
+        broker = stack.enter_context(_broker(KafkaBroker(out / "kafka")))
+
+        def probe_run(scaled_scenario: Scenario, policy: str, folder: Path) -> dict[str, Any]:
+            return cameo_bench.run_once(scaled_scenario, queries, policy, broker, folder, log=lambda _m: None,
+                                        urgent_lane=urgent_lane)
     started = clock()
     probes: dict[str, list[Probe]] = {p: [] for p in policies}
     done: set[str] = set()
@@ -153,8 +181,7 @@ def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float,
                     f"(bracket [{found.low}, {found.high}])")
                 folder = out / "runs" / f"{policy}-{number}"
                 began = clock()
-                report = cameo_bench.run_once(scaled(scenario, multiplier), queries, policy, broker, folder,
-                                              log=lambda _m: None, urgent_lane=urgent_lane)
+                report = probe_run(scaled(scenario, multiplier), policy, folder)
                 durations.append(clock() - began)
                 shutil.rmtree(folder / "work", ignore_errors=True)  # checkpoints: the report is what counts
                 table = cameo_bench.summarize({policy: [report]}, scenario, queries)["policies"][policy]
@@ -164,9 +191,10 @@ def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float,
                 log(f"           {'kept every SLA' if probe.ok else 'missed'}: worst {probe.worst_query} {worst}"
                     + (f", bottleneck: {probe.bottleneck}" if probe.bottleneck else ""))
     finally:
-        broker.stop()
+        stack.close()
     result: dict[str, Any] = {
         "scenario": scenario.name,
+        "target": target,
         "urgent_lane": urgent_lane,
         "policies": {
             policy: {

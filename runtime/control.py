@@ -5,6 +5,8 @@
   DELETE /v1/queries/{namespace}/{name}          remove (checkpoint kept) -> Removed
   POST   /v1/queries/{namespace}/{name}/suspend  Suspend -> QueryStatus
   GET    /v1/queries[/{namespace}/{name}]        QueryList / QueryStatus
+  GET    /v1/queries/{namespace}/{name}/batches  BatchList: measured batches committed after ?since=T
+                                                  (epoch seconds, default 0) still in the latency window
   GET    /v1/executors                           ExecutorState
   PUT    /v1/executors                           ExecutorTarget: request N; surplus executors drain (202 TargetAccepted)
   GET    /healthz, /metrics                      no token needed
@@ -75,6 +77,14 @@ def _weight(text: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) and value > 0 else None
+
+
+def _since(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
 
 
 def open_routes(host: QueryHost, registry: CollectorRegistry = REGISTRY,
@@ -183,6 +193,16 @@ def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = 
         except KeyError:
             return not_hosted(key)
 
+    async def get_batches(request: web.Request) -> web.Response:
+        key = key_of(request)
+        since = _since(request.query.get("since", "0"))
+        if since is None:
+            return _error("since must be a time in epoch seconds (a number, 0 or more), e.g. ?since=1764300000.5", 400)
+        try:
+            return _answer(host.reads.batches(key, since))
+        except KeyError:
+            return not_hosted(key)
+
     async def get_executors(request: web.Request) -> web.Response:
         try:
             return _answer(await blocking(scaler.state))
@@ -205,6 +225,7 @@ def make_control_app(host: QueryHost, token: str, registry: CollectorRegistry = 
         web.post("/v1/queries/{namespace}/{name}/suspend", suspend_query),
         web.get("/v1/queries", get_queries),
         web.get("/v1/queries/{namespace}/{name}", get_query),
+        web.get("/v1/queries/{namespace}/{name}/batches", get_batches),
         web.get("/v1/executors", get_executors),
         web.put("/v1/executors", put_executors),
         *open_routes(host, registry, scheduler_metrics),

@@ -40,6 +40,8 @@ class BatchTimeline:
     durations_ms: dict[str, float] = field(default_factory=dict)
     """StreamingQueryProgress.durationMs of the batch."""
     gate_wait: float = 0.0
+    gate_ask: float = 0.0
+    """The ask's time besides queueing: the round trip to the scheduler and its decision."""
     stages: list[StageSpan] = field(default_factory=list)
     rows: float = 0.0
     """Input rows (not on the path; with useful_seconds, DS2's true rate)."""

@@ -121,7 +121,8 @@ class Gate:
         with self.lock:
             hosted.last_batch_started = entered
             hosted.record_band(batch_id, grant.band)
-            hosted.timeline(batch_id).gate_wait = grant.waited
+            timeline = hosted.timeline(batch_id)
+            timeline.gate_wait, timeline.gate_ask = grant.waited, coordination
         self.metrics.gate_wait.labels(*query_labels(hosted.query.key)).set(grant.waited)
         return request, grant, coordination, pool, entered
 

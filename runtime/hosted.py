@@ -151,8 +151,9 @@ class HostedQuery:
         return sum(waits) / len(waits) if waits else 0.0
 
     def log_phases(self, timeline: BatchTimeline) -> None:
-        """Keep a measured batch's phase times: Spark's durationMs and `gateWait`."""
-        for phase, ms in (*timeline.durations_ms.items(), ("gateWait", timeline.gate_wait * 1000)):
+        """Keep a measured batch's phase times: Spark's durationMs, `gateWait` and `gateAsk`."""
+        for phase, ms in (*timeline.durations_ms.items(), ("gateWait", timeline.gate_wait * 1000),
+                          ("gateAsk", timeline.gate_ask * 1000)):
             self.phase_log.setdefault(phase, deque(maxlen=PHASE_LOG)).append(ms)
 
     def phase_quantiles(self) -> dict[str, dict[str, float]]:

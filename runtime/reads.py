@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sluice.api.common import query_labels
-from sluice.api.wire import QueryStatus
+from sluice.api.wire import BatchList, BatchRecord, QueryStatus
 
 from .hosted import HostedQuery
 from .latency import Summary
@@ -36,6 +36,17 @@ class Reads:
         now, gated = host.clock(), host.scheduler is not None
         with host.lock:
             return {key: hosted.status(now, gated) for key, hosted in host.queries.items()}
+
+    def batches(self, key: str, since: float) -> BatchList:
+        """The query's measured batches committed after `since` still in its latency window;
+        KeyError if it is not hosted."""
+        host = self.host
+        with host.lock:
+            window = host.queries[key].window
+            held = [b for b in window.batches if b.committed > since]
+        return BatchList(query=key, batches=[BatchRecord(committed=b.committed, rows=b.rows,
+                                                         latencies_ms=[round(x * 1000, 1) for x in b.latencies])
+                                             for b in held])
 
     def stateful_batches(self) -> dict[str, int]:
         """Committed batches of each running stateful query (the executor drain paces on them)."""

@@ -7,14 +7,17 @@ gate, or FAIR scheduling with one equal pool per query and no gate.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,13 +25,41 @@ from typing import Any
 from sluice.api.constants import DEFAULT_POLICY
 from sluice.api.query import StreamingQuery
 from sluice.api.wire import QueryStatus
+from sluice.scheduler.client import SchedulerClient
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 
 from . import realtime
+from .gate import Gatekeeper
 from .host import QueryHost
 from .policy import mode_of
-from .session import SessionConfig, build_session, lane_for, lane_wanted
+from .session import Lane, SessionConfig, build_session, lane_for, lane_wanted
+
+GATES = ("inprocess", "sidecar")
+
+
+@contextlib.contextmanager
+def sidecar(policy: str, capacity: int, log: Path, timeout: float = 30.0) -> Iterator[str]:
+    """A scheduler sidecar process on a free loopback port, as the pool pod runs it, its output in
+    `log`; yields its URL."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "sluice.scheduler", "--port", "0", "--policy", policy,
+                                 "--capacity", str(capacity)], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + timeout
+        while "listening on " not in (text := log.read_text(errors="replace")):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                last = (text.strip().splitlines() or ["no output"])[-1]
+                raise RuntimeError(f"the scheduler sidecar did not start: {last}")
+            time.sleep(0.05)
+        yield text.split("listening on ", 1)[1].split()[0]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @dataclass
@@ -54,6 +85,9 @@ class RunOptions:
     """JSON {query key: rows sent}, written by the load generator once it has stopped."""
     urgent_lane: str = "gated"
     """Who gets the urgent lane (`session.LANE_CHOICES`): gated policies, all, or none."""
+    gate: str = "inprocess"
+    """Where a gated policy's scheduler runs (`GATES`): in this process, or as the pool pod's
+    sidecar does, a `python -m sluice.scheduler` process asked over HTTP on loopback."""
     ready_file: Path | None = None
     """Written once every query has been added (Spark up, each query started or refused): a load
     generator can wait for it instead of guessing Spark's start time. The warm-up and the duration
@@ -102,17 +136,28 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
         kafka=_needs_kafka(queries),
         workdir=workdir,
     )
+    with contextlib.ExitStack() as stack:
+        gate: Gatekeeper | None = None
+        if mode.gated:
+            # Work-conserving by default: a Spark batch is many tasks, so capping whole batches at the
+            # core count starves far-deadline queries and costs throughput. The gate orders requests
+            # that arrive together; the FAIR bands give urgent tasks the slots at each task launch.
+            capacity = (options.capacity or max(2 * (os.cpu_count() or 2), len(queries))) + reserved
+            if options.gate == "sidecar":
+                workdir.mkdir(parents=True, exist_ok=True)
+                gate = SchedulerClient(stack.enter_context(sidecar(options.policy, capacity, workdir / "scheduler.log")))
+            else:
+                gate = LocalScheduler(Scheduler(options.policy, capacity=capacity))
+        return _run(queries, options, config, gate, lane, master)
+
+
+def _run(queries: list[StreamingQuery], options: RunOptions, config: SessionConfig, gate: Gatekeeper | None,
+         lane: Lane, master: str) -> dict[str, Any]:
     spark = build_session(config)
-    gate = None
-    if mode.gated:
-        # Work-conserving by default: a Spark batch is many tasks, so capping whole batches at the
-        # core count starves far-deadline queries and costs throughput. The gate orders requests
-        # that arrive together; the FAIR bands give urgent tasks the slots at each task launch.
-        capacity = (options.capacity or max(2 * (os.cpu_count() or 2), len(queries))) + reserved
-        gate = LocalScheduler(Scheduler(options.policy, capacity=capacity))
+    mode = mode_of(options.policy)
     started = time.time()
     # nothing is measured until every query is in: starting a query on a cold JVM takes seconds
-    host = QueryHost(spark, workdir / "checkpoints", gate, mode.fixed_pool,
+    host = QueryHost(spark, config.workdir / "checkpoints", gate, mode.fixed_pool,
                      latency_horizon=1e9 if options.timeline else 60.0, measure_from=math.inf)
     try:
         for query in queries:
@@ -142,7 +187,8 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
     report: dict[str, Any] = {"policy": options.policy, "seconds": round(time.time() - started, 1),
                               "started_at": started, "cores": os.cpu_count() or 1, "queries": per_query,
                               "spark": {"master": master, "urgent_lane": options.urgent_lane, "lane_on": lane.on,
-                                        "bulk_tasks": lane.bulk_tasks}, "drain": drained}
+                                        "bulk_tasks": lane.bulk_tasks},
+                              "gate": options.gate if gate is not None else "none", "drain": drained}
     with host.lock:
         phases = {key: hosted.phase_quantiles() for key, hosted in host.queries.items()}
     for key, status in statuses.items():

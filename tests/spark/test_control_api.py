@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from sluice.api.constants import MASSES
 from sluice.runtime.control import make_control_app
 from sluice.runtime.host import QueryHost
 from sluice.scheduler.core import Scheduler
@@ -59,6 +60,21 @@ def test_add_status_suspend_remove(api: tuple[str, QueryHost]) -> None:
         time.sleep(0.5)
     code, body = call(f"{url}/v1/queries/payments/fraud-filter", "GET")
     assert code == 200 and body["batches"] >= 3 and body["scheduler"] == "gated"
+    # every measured batch, as a benchmark on a pod reads them: the window's rows add up
+    code, listed = call(f"{url}/v1/queries/payments/fraud-filter/batches", "GET")
+    assert code == 200 and listed["query"] == "payments/fraud-filter" and listed["batches"]
+    with host.lock:
+        window = host.queries["payments/fraud-filter"].window
+        held = [(b.committed, b.rows) for b in window.batches]
+    assert {(b["committed"], b["rows"]) for b in listed["batches"]} <= set(held)
+    assert all(len(b["latencies_ms"]) == len(MASSES) and b["latencies_ms"] == sorted(b["latencies_ms"], reverse=True)
+               for b in listed["batches"])
+    last = listed["batches"][-1]["committed"]
+    code, later = call(f"{url}/v1/queries/payments/fraud-filter/batches?since={last}", "GET")
+    assert code == 200 and all(b["committed"] > last for b in later["batches"])
+    code, body = call(f"{url}/v1/queries/payments/fraud-filter/batches?since=yesterday", "GET")
+    assert code == 400 and body["error"].startswith("since must be a time in epoch seconds")
+    assert call(f"{url}/v1/queries/x/y/batches", "GET")[0] == 404
     assert "payments/fraud-filter" in call(f"{url}/v1/queries", "GET")[1]["queries"]
     code, body = call(f"{url}/v1/queries/payments/fraud-filter/suspend", "POST", {"suspend": True})
     assert code == 200 and body["phase"] == "Suspended"

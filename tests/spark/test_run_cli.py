@@ -13,11 +13,14 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_run_with_duration_writes_the_report(tmp_path: Path) -> None:
+@pytest.mark.parametrize("gate", ["inprocess", "sidecar"])
+def test_run_with_duration_writes_the_report(tmp_path: Path, gate: str) -> None:
+    """Under both gates: the scheduler in the runtime's process, or a sidecar process over HTTP."""
     report, ready = tmp_path / "report.json", tmp_path / "ready"
     proc = subprocess.run(
         [sys.executable, "-m", "sluice", "run", "-f", str(ROOT / "examples" / "fraud-filter.yaml"),
-         "--duration", "20s", "--report", str(report), "--workdir", str(tmp_path / "work"), "--ready-file", str(ready)],
+         "--duration", "20s", "--report", str(report), "--workdir", str(tmp_path / "work"), "--ready-file", str(ready),
+         "--gate", gate],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -31,6 +34,10 @@ def test_run_with_duration_writes_the_report(tmp_path: Path) -> None:
     assert 0 < query["p50_ms"] <= query["p99_ms"]
     assert 0.0 <= query["attainment"] <= 1.0
     assert result["policy"] == "cameo" and 20 <= result["seconds"] < 70
+    # each batch asked the gate: the ask's time besides queueing is kept per batch
+    assert result["gate"] == gate and query["phases_ms"]["gateAsk"]["p50"] >= 0
+    if gate == "sidecar":  # a sidecar process answered over HTTP on loopback
+        assert "listening on http://127.0.0.1:" in (tmp_path / "work" / "scheduler.log").read_text()
     # --ready-file: written once the query had started, within the run (a load generator can wait for it)
     assert result["started_at"] <= float(ready.read_text()) < result["started_at"] + result["seconds"]
     # what `sluice simulate --costs` reads: measured, and enough to simulate the query again

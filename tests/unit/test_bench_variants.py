@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
-from sluice.bench.cameo import AUTO, LANE, VARIANTS, _for_run, load_scenario
+from sluice.api.constants import MASSES
+from sluice.api.manifest import parse_document
+from sluice.api.pool import StreamingPool
+from sluice.bench.cameo import AUTO, LANE, VARIANTS, _for_run, load_scenario, variants
+from sluice.bench.node import _last_minute, pool_manifest
 from sluice.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,3 +48,49 @@ def test_delivery_overrides_every_kafka_sink_and_is_refused_where_there_is_none(
     assert result.exit_code == 1
     assert result.output.strip() == (f"--delivery: {two} has no Kafka sink to write exactlyOnce; use a scenario whose "
                                      "queries write to Kafka (bench/scenarios/realtime.yaml) or leave --delivery out.")
+
+
+def test_each_gated_policy_runs_once_per_gate_and_fifo_and_fair_once() -> None:
+    assert variants(["fifo", "cameo", AUTO], ["inprocess", "sidecar"]) == [
+        ("fifo", "fifo", "inprocess"), ("cameo", "cameo", "inprocess"), ("cameo+sidecar", "cameo", "sidecar"),
+        (AUTO, AUTO, "inprocess"), (f"{AUTO}+sidecar", AUTO, "sidecar")]
+    # a sidecar alone: fifo and fair still run (they have no gate to ask), once
+    assert variants(["fair", "edf"], ["sidecar"]) == [("fair", "fair", "inprocess"), ("edf+sidecar", "edf", "sidecar")]
+
+
+def test_what_the_node_target_cannot_run_is_refused_in_one_sentence() -> None:
+    two = ROOT / "bench" / "scenarios" / "two-tenants.yaml"
+    cases = {
+        ("--target", "node", "--policies", "cameo,auto-lane"):
+            "--policies: the node target runs fifo, fair, edf, cameo, auto (a pool's spec.policy, or auto for cameo "
+            "with each query's own execution mode); leave auto-lane out.",
+        ("--target", "node", "--urgent-lane", "all"):
+            "--urgent-lane all: a pool's pods have no urgent lane (no CAP_SYS_NICE, executors in pods); leave "
+            "--urgent-lane out with --target node.",
+        ("--target", "node", "--gate", "sidecar"):
+            "--gate: on the node target the gate always asks the pool's sidecar; leave --gate out.",
+        ("--gate", "inprocess,http"): "--gate: use inprocess, sidecar or inprocess,sidecar (got 'inprocess,http').",
+    }
+    for args, sentence in cases.items():
+        result = CliRunner().invoke(main, ["bench", "cameo", "--scenario", str(two), "--no-calibrate", "--out", "unused",
+                                           *args])
+        assert (result.exit_code, result.output.strip()) == (1, sentence), args
+
+
+def test_a_pool_for_each_policy_is_a_valid_streaming_pool(tmp_path: Path) -> None:
+    _, queries = load_scenario(ROOT / "bench" / "scenarios" / "two-tenants.yaml")
+    for policy in ("fifo", "fair", "cameo", AUTO):
+        manifest = pool_manifest(queries[0].spec.pool, policy, sorted({q.tenant for q in queries}), tmp_path)
+        pool = parse_document(manifest, "bench")
+        assert isinstance(pool, StreamingPool)
+        assert pool.spec.policy == ("cameo" if policy == AUTO else policy)
+        assert set(pool.spec.allowedNamespaces) == {q.tenant for q in queries}
+
+
+def test_the_harness_figure_beside_the_status_spans_the_same_minute() -> None:
+    # (seconds since the load started, rows, latencies at the grid): one batch outside the minute
+    timeline = [[10.0, 100, [5000.0] * len(MASSES)], [80.0, 100, [200.0] * len(MASSES)],
+                [130.0, 300, [1500.0] * len(MASSES)]]
+    figure = _last_minute(timeline, 130.0, 1000.0)
+    assert figure["attainment"] == pytest.approx(0.25) and figure["p99_ms"] == 1500.0
+    assert _last_minute([], 130.0, 1000.0) == {"p99_ms": None, "attainment": None}

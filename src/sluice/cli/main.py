@@ -307,9 +307,12 @@ def _sitting_option(f: Callable[..., None]) -> Callable[..., None]:
               "every query has read the rows the file names, e.g. 32s (a benchmark judging every row sent).")
 @click.option("--sent-file", type=click.Path(dir_okay=False),
               help="JSON {\"namespace/name\": rows sent}, written by the load generator once its load stopped.")
+@click.option("--gate", type=click.Choice(["inprocess", "sidecar"]), default="inprocess", show_default=True,
+              help="Where a gated policy's scheduler runs: in this process, or as a pool pod runs it, a scheduler "
+                   "sidecar process asked over HTTP on loopback.")
 def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, report: str | None,
         policy: str | None, workdir: str | None, warmup: str | None, timeline: bool, ready_file: str | None,
-        urgent_lane: str, drain: str | None, sent_file: str | None) -> None:
+        urgent_lane: str, drain: str | None, sent_file: str | None, gate: str) -> None:
     """Run StreamingQuery manifests locally on the embedded default (Spark local[*])."""
     import threading
 
@@ -332,7 +335,7 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, rep
                                     warmup=_duration(warmup, "--warmup") or 0.0, timeline=timeline,
                                     ready_file=Path(ready_file) if ready_file else None, urgent_lane=urgent_lane,
                                     drain=_duration(drain, "--drain") or 0.0,
-                                    sent_file=Path(sent_file) if sent_file else None,
+                                    sent_file=Path(sent_file) if sent_file else None, gate=gate,
                                     weights={ns: q.weight for ns, q in pool.spec.quotas.items()} if pool else {})
         try:
             result = runner.run(queries, options)
@@ -873,6 +876,13 @@ _URGENT_LANE_OPTION = click.option(
          "fair on the same slots, turns and priorities: ordering and lane then measured apart), or none.")
 
 
+_TARGET_OPTION = click.option(
+    "--target", type=click.Choice(["local", "node"]), default="local", show_default=True,
+    help="local: `sluice run` on this machine. node: a fresh StreamingPool per run on the one-node Kubernetes (the "
+         "running dev cluster, else one brought up for the benchmark; needs root): the helm-installed operator, the "
+         "driver pod and its scheduler sidecar, executor pods; the policy is the pool's spec.policy.")
+
+
 @bench.command("cameo")
 @click.option("--scenario", type=click.Path(dir_okay=False), required=True, help="Scenario YAML (see bench/scenarios/).")
 @click.option("--policies", default="fifo,fair,cameo", show_default=True,
@@ -885,11 +895,16 @@ _URGENT_LANE_OPTION = click.option(
 @click.option("--delivery", type=click.Choice(["atLeastOnce", "exactlyOnce"]),
               help="Every Kafka sink's `spec.sink.delivery` (default: the scenario's own): the exactly-once cost on "
                    "a scenario, one run per delivery. Under `auto` an exactlyOnce query stays in micro-batches.")
+@_TARGET_OPTION
+@click.option("--gate", "gates", default="inprocess", show_default=True,
+              help="Local target: where a gated policy's scheduler runs, in the runtime's process or as a pool pod "
+                   "runs it, a sidecar process over HTTP on loopback; `inprocess,sidecar` runs each gated policy "
+                   "with both (`cameo` and `cameo+sidecar`) and reports each batch's ask time side by side.")
 @_json_option
 @_sitting_option
 @_URGENT_LANE_OPTION
-def bench_cameo(scenario: str, policies: str, repeat: int, out: str, delivery: str | None, as_json: bool,
-                urgent_lane: str) -> None:
+def bench_cameo(scenario: str, policies: str, repeat: int, out: str, delivery: str | None, target: str,
+                gates: str, as_json: bool, urgent_lane: str) -> None:
     """Cameo vs Spark's FIFO and FAIR on real Spark with Kafka load: latency per query, side by side."""
     from sluice.api.scenario import ScenarioError, load_scenario
     from sluice.bench import cameo as cameo_bench
@@ -903,9 +918,11 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str, delivery: s
     try:
         sink_delivery = cast("Delivery | None", delivery)  # click's Choice holds the literal's values
         cameo_bench.check_delivery(Path(scenario), load_scenario(Path(scenario))[1], sink_delivery)
+        gate_list = [g.strip() for g in gates.split(",") if g.strip()]
+        cameo_bench.check_target(target, chosen, urgent_lane, gate_list)
         _calibrate_now()
         result = cameo_bench.run(Path(scenario), chosen, repeat, Path(out), log=lambda m: click.echo(m, err=True),
-                                 urgent_lane=urgent_lane, delivery=sink_delivery)
+                                 urgent_lane=urgent_lane, delivery=sink_delivery, target=target, gates=gate_list)
     except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
         click.echo(str(error), err=True)
         sys.exit(1)
@@ -975,11 +992,12 @@ def bench_density(counts: str, per_app: str, warmup: float, window: float, out: 
               help="Stop here and report the bracket reached (no probe starts that would not end in time).")
 @click.option("--max-probes", type=click.IntRange(1, 50), default=12, show_default=True,
               help="Probes per policy at most; at least min(4, this) are made.")
+@_TARGET_OPTION
 @_json_option
 @_sitting_option
 @_URGENT_LANE_OPTION
-def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, max_probes: int, as_json: bool,
-                   urgent_lane: str) -> None:
+def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, max_probes: int, target: str,
+                   as_json: bool, urgent_lane: str) -> None:
     """The highest load (one multiplier on every rate) each policy carries with every SLA kept."""
     from sluice.api.scenario import ScenarioError, load_scenario
     from sluice.bench import cameo as cameo_bench
@@ -995,9 +1013,10 @@ def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, m
     search = Search(min_probes=min(4, max_probes), max_probes=max_probes)
     try:
         load_scenario(Path(scenario))
+        cameo_bench.check_target(target, chosen, urgent_lane)
         _calibrate_now()
         result = capacity_bench.run(Path(scenario), chosen, Path(out), max_minutes, search,
-                                    log=lambda m: click.echo(m, err=True), urgent_lane=urgent_lane)
+                                    log=lambda m: click.echo(m, err=True), urgent_lane=urgent_lane, target=target)
     except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
         click.echo(str(error), err=True)
         sys.exit(1)

@@ -168,7 +168,7 @@ class NodeCluster:
             RECORD.parent.mkdir(parents=True, exist_ok=True)
             RECORD.write_text(json.dumps({"owner": self.owner or os.getpid(), "state": str(self.state),
                                           "sysctls": self._saved_sysctls, "workdir": str(self.workdir),
-                                          "kubectl": str(kube / "kubectl"),
+                                          "kubectl": str(kube / "kubectl"), "helm": str(helm / "helm"),
                                           "kubeconfig": str(self.workdir / "controlplane" / "kubeconfig")}))
             self.plane = ControlPlane(kube, helm, self.workdir / "controlplane", address=self.ip, owner=self.owner,
                                       extra_args=["--kubelet-preferred-address-types", "InternalIP,Hostname",
@@ -552,6 +552,15 @@ def dev_record() -> dict[str, str] | None:
     return record if int(record.get("owner", 0)) == DEV_OWNER else None
 
 
+def dev_cluster() -> ExternalCluster | None:
+    """The running dev cluster, driven with its own kubectl and helm; None if none runs."""
+    record = dev_record()
+    if record is None or not record.get("helm"):  # a record without helm: started before 2026-11-28
+        return None
+    return ExternalCluster(Path(record["workdir"]), Path(record["kubeconfig"]), node_ip(),
+                           kubectl_bin=record["kubectl"], helm_bin=record["helm"])
+
+
 def dev_down() -> bool:
     """Stop the dev cluster (pods deleted first, then every process, then the host undone)."""
     record = dev_record()
@@ -596,9 +605,11 @@ class ExternalCluster:
     kubeconfig: Path
     ip: str
     timings: dict[str, float] = field(default_factory=dict)
+    kubectl_bin: str = "kubectl"
+    helm_bin: str = "helm"
 
     def start(self) -> ExternalCluster:
-        for tool in ("kubectl", "helm"):
+        for tool in (self.kubectl_bin, self.helm_bin):
             if shutil.which(tool) is None:
                 raise NodeError(f"Running the node tier against {self.kubeconfig} needs {tool} on PATH.")
         return self
@@ -608,12 +619,12 @@ class ExternalCluster:
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True,
                 timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(["kubectl", "--kubeconfig", str(self.kubeconfig), *args], input=input,
+        proc = subprocess.run([self.kubectl_bin, "--kubeconfig", str(self.kubeconfig), *args], input=input,
                               capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
         return proc
 
     def helm(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["helm", "--kubeconfig", str(self.kubeconfig), *args], capture_output=True, text=True,
+        return subprocess.run([self.helm_bin, "--kubeconfig", str(self.kubeconfig), *args], capture_output=True, text=True,
                               timeout=400)

@@ -1,0 +1,339 @@
+"""`sluice bench cameo --target node`: a scenario on the pool users install.
+
+The same scenario files as the local target, applied as `StreamingQuery` manifests to a
+`StreamingPool` on the project's one-node Kubernetes: the helm-installed operator, the driver pod
+whose gate asks the scheduler sidecar over HTTP, executor pods with JVMs of their own, and no
+capability to raise a thread's priority (so no urgent lane: `runtime/session.py::lane_for`). The
+policy is the pool's `spec.policy`; each run gets a fresh pool (a fresh driver JVM), as each local
+run gets a fresh `sluice run`.
+
+The harness's figures come from every measured batch of every query, read from the runtime's
+control API (`GET /v1/queries/{ns}/{name}/batches`, polled well within its one-minute window):
+the same per-batch latencies `sluice run --timeline` gives locally, so both targets are judged
+alike (rows sent against rows read, unread rows outside the SLA). Beside them, what users see:
+each StreamingQuery's status (p99, attainment over its last minute) read when the load stops,
+against the harness's figure over the same minute.
+
+The cluster: a running dev cluster (`sluice dev cluster up`) if there is one, else one brought up
+for the benchmark and stopped after it (a cold machine builds its binaries and images first).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import shutil
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+import yaml
+
+from sluice.api.constants import API_VERSION, CONTROL_PORT, MASSES
+from sluice.api.query import KafkaSink, StreamingQuery
+from sluice.api.scenario import Burst, Scenario
+from sluice.api.wire import BatchList
+from sluice.runtime.latency import weighted_quantile
+
+from .cameo import AUTO, _for_run, drain_seconds
+
+NS = "sluice-system"
+"""The helm release's namespace (the operator, the pool's pods)."""
+RELEASE = "sluice"
+POLL_S = 10.0
+"""Seconds between reads of each query's batches: the runtime keeps a minute of them."""
+STATUS_WINDOW_S = 60.0
+"""The span of a StreamingQuery's status figures (the runtime's latency window)."""
+POOL_READY_S = 300.0
+QUERIES_READY_S = 300.0
+
+
+class Cluster(Protocol):
+    ip: str
+    workdir: Path
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 120) -> Any: ...
+
+    def helm(self, *args: str) -> Any: ...
+
+
+@dataclass
+class NodeTarget:
+    """A cluster with Sluice installed and a Kafka broker its pods reach."""
+
+    cluster: Cluster
+    broker: Any
+    say: Callable[[str], None] = print
+
+    def get(self, *args: str) -> Any:
+        proc = self.cluster.kubectl("get", *args, "-o", "json", check=False)
+        return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+    def apply(self, objects: list[dict[str, Any]]) -> None:
+        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+
+
+def install(cluster: Cluster, say: Callable[[str], None]) -> None:
+    """`helm install` the chart from this tree unless its release is there."""
+    if cluster.helm("status", RELEASE, "--namespace", NS).returncode == 0:
+        say(f"using the installed release {RELEASE} in {NS}")
+        return
+    say("helm install (the chart of this tree) ...")
+    root = Path(__file__).resolve().parents[1]
+    proc = cluster.helm("install", RELEASE, str(root), "--namespace", NS, "--create-namespace", "--wait",
+                        "--timeout", "4m")
+    if proc.returncode != 0:
+        raise RuntimeError(f"helm install failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
+
+
+@contextlib.contextmanager
+def open_target(workdir: Path, say: Callable[[str], None]) -> Iterator[NodeTarget]:
+    """The dev cluster if one runs, else a node of the benchmark's own (stopped after it); the
+    release installed; a broker on the node's address."""
+    from sluice.testing.kafka import KafkaBroker
+    from sluice.testing.node import NodeCluster, NodeError, dev_cluster
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    cluster: Any = dev_cluster()
+    owned = None
+    if cluster is not None:
+        say("using the running dev cluster (its images are those it started with: "
+            "'sluice dev cluster down' and up again after changing the runtime)")
+    else:
+        say("no dev cluster runs: bringing up a one-node Kubernetes for this benchmark "
+            "(a cold machine builds its binaries and images first: 15-20 min) ...")
+        try:
+            owned = cluster = NodeCluster(workdir / "cluster", say=say).start()
+        except NodeError as error:
+            raise RuntimeError(str(error)) from None
+    try:
+        install(cluster, say)
+        shutil.rmtree(workdir / "kafka", ignore_errors=True)
+        broker = KafkaBroker(workdir / "kafka", host=cluster.ip).start()
+        try:
+            say(f"kafka ready at {broker.bootstrap} (reachable from the pods)")
+            yield NodeTarget(cluster, broker, say)
+        finally:
+            broker.stop()
+    finally:
+        if owned is not None:
+            owned.stop()
+
+
+@dataclass
+class Pool:
+    """One run's StreamingPool and its runtime's control API (through its Service)."""
+
+    target: NodeTarget
+    name: str
+    token: str = ""
+    url: str = ""
+    executors: list[list[float]] = field(default_factory=list)
+    """(seconds since the load started, executors registered) at each poll."""
+
+    def connect(self) -> None:
+        secret = self.target.get("secret", f"sluice-pool-{self.name}-token", "-n", NS)
+        service = self.target.get("service", f"sluice-pool-{self.name}", "-n", NS)
+        if secret is None or service is None:
+            raise RuntimeError(f"the pool {self.name} has no token Secret or Service in {NS} yet")
+        self.token = base64.b64decode(secret["data"]["token"]).decode()
+        self.url = f"http://{service['spec']['clusterIP']}:{CONTROL_PORT}"
+
+    def call(self, path: str) -> Any:
+        request = urllib.request.Request(self.url + path, headers={"Authorization": f"Bearer {self.token}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+
+def pool_manifest(name: str, policy: str, namespaces: list[str], checkpoints: Path) -> dict[str, Any]:
+    """Sized for this 2-core node as the node tier's pool is: CPU requests of 500m let the driver
+    and two executors fit beside the operator (Spark still runs 2 task slots per executor)."""
+    return {
+        "apiVersion": API_VERSION, "kind": "StreamingPool", "metadata": {"name": name},
+        "spec": {"executor": {"cores": 2, "memory": "1Gi", "cpuRequest": "500m"},
+                 "driver": {"cpuRequest": "500m"}, "minExecutors": 1, "maxExecutors": 2,
+                 "policy": "cameo" if policy == AUTO else policy, "allowedNamespaces": namespaces,
+                 "checkpoints": {"hostPath": str(checkpoints)}},
+    }
+
+
+def _phase(item: dict[str, Any] | None) -> str:
+    return str(((item or {}).get("status") or {}).get("phase", ""))
+
+
+def _wait(what: str, check: Callable[[], bool], timeout: float, every: float = 1.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} within {timeout:.0f} s")
+        time.sleep(every)
+
+
+def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, target: NodeTarget, folder: Path,
+             log: Any = print) -> dict[str, Any]:
+    """One policy on a fresh pool: returns a report shaped as `sluice run --report --timeline`'s,
+    plus the pool's executors over time and the StreamingQueries' own status figures."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    broker, name = target.broker, queries[0].spec.pool
+    tag = uuid.uuid4().hex[:8]
+    topics = [broker.create_topic(f"{scenario.name}-{i}-{tag}", partitions=2) for i in range(len(queries))]
+    sinks = [broker.create_topic(f"{scenario.name}-{i}-{tag}-out", partitions=2) if isinstance(q.spec.sink, KafkaSink)
+             else None for i, q in enumerate(queries)]
+    manifests = [_for_run(q, s.load, broker.bootstrap, t, policy, sink, s.critical)
+                 for q, s, t, sink in zip(queries, scenario.queries, topics, sinks, strict=True)]
+    namespaces = sorted({q.tenant for q in queries})
+    checkpoints = folder / "checkpoints"
+    checkpoints.mkdir(mode=0o777)
+    checkpoints.chmod(0o777)  # the runtime runs as uid 185
+    (folder / "manifests.yaml").write_text(yaml.safe_dump_all(manifests, sort_keys=False))
+    target.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in namespaces])
+    target.apply([pool_manifest(name, policy, namespaces, checkpoints)])
+    pool = Pool(target, name)
+    try:
+        _wait(f"the pool {name} was not Running", lambda: _phase(target.get("sp", name)) == "Running", POOL_READY_S)
+        pool.connect()
+        target.apply(manifests)
+
+        def all_running() -> bool:
+            with contextlib.suppress(OSError, ValueError):
+                hosted = pool.call("/v1/queries")["queries"]
+                return all(hosted.get(q.key, {}).get("phase") == "Running" for q in queries)
+            return False
+
+        _wait(f"the {len(queries)} queries were not Running in the pool", all_running, QUERIES_READY_S)
+        return _measure(scenario, queries, policy, pool, topics, folder, log)
+    finally:
+        _tear_down(target, name, queries, namespaces)
+        shutil.rmtree(checkpoints, ignore_errors=True)
+
+
+def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, pool: Pool, topics: list[str],
+             folder: Path, log: Any) -> dict[str, Any]:
+    """Load as the scenario says, from now; every batch read as it commits; then the drain."""
+    from sluice.testing.load import LoadPlan, generate
+
+    broker = pool.target.broker
+    seconds = scenario.duration.seconds + scenario.warmup.seconds
+    ready = time.time()
+    measure_from = ready + scenario.warmup.seconds
+    batches: dict[str, list[list[Any]]] = {q.key: [] for q in queries}
+    last: dict[str, float] = {q.key: 0.0 for q in queries}
+    statuses: dict[str, Any] = {}
+
+    def poll() -> None:
+        for q in queries:
+            with contextlib.suppress(OSError, ValueError):
+                listed = BatchList.model_validate(pool.call(f"/v1/queries/{q.key}/batches?since={last[q.key]}"))
+                for b in listed.batches:
+                    if b.committed >= measure_from:
+                        batches[q.key].append([round(b.committed - ready, 3), b.rows, b.latencies_ms])
+                    last[q.key] = max(last[q.key], b.committed)
+        with contextlib.suppress(OSError, ValueError):
+            pool.executors.append([round(time.time() - ready, 1), float(pool.call("/v1/executors")["current"])])
+        with contextlib.suppress(OSError, ValueError):
+            statuses.update(pool.call("/v1/queries")["queries"])
+
+    stop, sent = threading.Event(), cast("dict[str, Any]", {})
+
+    def produce(i: int) -> None:
+        load = scenario.queries[i].load
+        plan = LoadPlan(topics[i], load.rate, seconds, [Burst(b.at.seconds, b.length.seconds, b.factor) for b in load.bursts], load.keys)
+        sent[queries[i].key] = generate(plan, broker.bootstrap, stop.is_set)
+
+    producers = [threading.Thread(target=produce, args=(i,), daemon=True) for i in range(len(queries))]
+    for p in producers:
+        p.start()
+    while any(p.is_alive() for p in producers) and time.time() - ready < seconds + 60:
+        time.sleep(POLL_S)
+        poll()
+    stop.set()
+    for p in producers:
+        p.join(60)
+    load_end = time.time()
+    users = {key: _shown_status(pool.target.get("sq", key.split("/")[1], "-n", key.split("/")[0]))
+             for key in batches}  # what `kubectl get sq` says as the load stops
+    # the drain: until every query read what it was sent, or its SLA has passed (as locally)
+    limit = drain_seconds(queries)
+    while time.time() - load_end < limit:
+        time.sleep(min(POLL_S / 2, limit))
+        poll()
+        if all(int(statuses.get(k, {}).get("rows", 0)) >= int(sent.get(k, {}).get("sent", 0)) for k in batches):
+            break
+    poll()
+    report: dict[str, Any] = {"policy": policy, "target": "node", "gate": "sidecar", "started_at": ready, "queries": {}, "sent": sent,
+                              "executors": pool.executors, "drain": {"limit_s": limit,
+                                                                     "took_s": round(time.time() - load_end, 1)}}
+    for q in queries:
+        status = statuses.get(q.key, {})
+        own = _last_minute(batches[q.key], load_end - ready, q.spec.sla.latencyTarget.ms)
+        report["queries"][q.key] = {"timeline": batches[q.key], "rows": int(status.get("rows", 0)),
+                                    "batches": int(status.get("batches", 0)), "phase": status.get("phase", ""),
+                                    "scheduler": status.get("scheduler", ""),
+                                    "critical_path": status.get("criticalPath", {}),
+                                    "status_at_load_end": users[q.key], "harness_at_load_end": own}
+    (folder / "report.json").write_text(json.dumps(report) + "\n")
+    log(f"  {policy} (node): " + ", ".join(f"{k} p99 {v['harness_at_load_end']['p99_ms']} ms over the last minute "
+                                            f"(status {v['status_at_load_end']['p99_ms']} ms)"
+                                            for k, v in report["queries"].items()))
+    return report
+
+
+def _shown_status(item: dict[str, Any] | None) -> dict[str, Any]:
+    status = (item or {}).get("status") or {}
+    return {"p99_ms": (status.get("latency") or {}).get("p99Ms"), "attainment": status.get("slaAttainment"),
+            "phase": status.get("phase", "")}
+
+
+def _last_minute(timeline: list[list[Any]], end: float, sla_ms: float) -> dict[str, Any]:
+    """The harness's p99 and attainment over the minute before `end` (seconds since the load
+    started): the span of the status figures read then."""
+    sample = sorted((lat, rows * m) for t, rows, lats in timeline if end - STATUS_WINDOW_S <= t <= end and rows > 0
+                    for lat, m in zip(lats, MASSES, strict=False))
+    total = sum(w for _, w in sample)
+    return {"p99_ms": weighted_quantile(sample, 0.99),
+            "attainment": sum(w for v, w in sample if v <= sla_ms) / total if total else None}
+
+
+def _tear_down(target: NodeTarget, name: str, queries: list[StreamingQuery], namespaces: list[str]) -> None:
+    """The queries, then the pool; waits until its driver pod is gone, so the next run starts fresh."""
+    for ns in namespaces:
+        target.cluster.kubectl("delete", "sq", "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False,
+                               timeout=150)
+    target.cluster.kubectl("delete", "sp", name, "--wait=true", "--timeout=180s", check=False, timeout=200)
+
+    def gone() -> bool:
+        listed = target.get("pods", "-n", NS, "-l", f"sluice.dev/pool={name}") or {"items": []}
+        return not listed["items"]
+
+    with contextlib.suppress(RuntimeError):
+        _wait(f"the pool {name}'s pods were still there", gone, 180, every=2)
+
+
+def status_lines(runs: dict[str, list[dict[str, Any]]], queries: list[StreamingQuery]) -> list[str]:
+    """The StreamingQueries' own figures against the harness's over the same last minute."""
+    lines = []
+    for policy, reports in runs.items():
+        for r, report in enumerate(reports):
+            for q in queries:
+                item = report["queries"].get(q.key, {})
+                shown, own = item.get("status_at_load_end", {}), item.get("harness_at_load_end", {})
+
+                def ms(v: Any) -> str:
+                    return "-" if v is None else f"{v:.0f} ms"
+
+                def pct(v: Any) -> str:
+                    return "-" if v is None else f"{v:.1%}"
+
+                lines.append(f"{policy} #{r + 1} {q.key}: status p99 {ms(shown.get('p99_ms'))}, attainment "
+                             f"{pct(shown.get('attainment'))}; harness (same minute) p99 {ms(own.get('p99_ms'))}, "
+                             f"attainment {pct(own.get('attainment'))}")
+    return lines

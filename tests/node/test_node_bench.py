@@ -1,0 +1,56 @@
+"""`sluice bench cameo --target node`, short: one policy, about a minute of load, on the node tier's
+cluster and broker (this file runs after test_node.py, whose release it reuses)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sluice.bench import cameo
+from sluice.bench.node import NodeTarget, install
+from sluice.testing.kafka import KafkaBroker
+from sluice.testing.node import NodeCluster
+
+pytestmark = [pytest.mark.node, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def short_scenario(path: Path) -> Path:
+    """bench/scenarios/burst.yaml at a third of its length, its burst kept inside the load."""
+    scenario = yaml.safe_load((ROOT / "bench" / "scenarios" / "burst.yaml").read_text())
+    scenario["warmup"], scenario["duration"] = "15s", "40s"
+    for item in scenario["queries"]:
+        for burst in item["load"].get("bursts", []):
+            burst["at"], burst["for"] = "25s", "5s"
+    path.write_text(yaml.safe_dump(scenario, sort_keys=False))
+    return path
+
+
+def test_the_cameo_benchmark_runs_a_scenario_on_a_pool_and_judges_every_row(
+        node: NodeCluster, node_broker: KafkaBroker, tmp_path: Path) -> None:
+    install(node, say=lambda message: None)
+    target = NodeTarget(node, node_broker, say=lambda message: None)
+    result = cameo.run(short_scenario(tmp_path / "burst.yaml"), ["cameo"], 1, tmp_path / "out", log=lambda m: None,
+                       target="node", node=target)
+    document = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert document["target"] == "node" and document["urgent_lane"] == "none"
+    figures = document["policies"]["cameo"]
+    assert set(figures) == {"payments/fraud-alerts", "analytics/merchant-stats"}
+    for key, q in figures.items():
+        # every query was sent rows and its batches were read back from the pod: rows judged
+        assert q["sent"] > 0 and q["processed"] > 0, (key, q)
+        assert q["attainment"] is not None and q["p99_ms"] is not None, (key, q)
+    report = json.loads((tmp_path / "out" / "runs" / "cameo-0" / "report.json").read_text())
+    # the gate asked the sidecar: the pool's queries ran gated
+    assert {v["scheduler"] for v in report["queries"].values()} == {"gated"}
+    executors = document["executors"]["cameo"][0]
+    assert executors and all(n >= 1 for _, n in executors), executors
+    # what users see in the StreamingQueries' status, beside the harness's figure of the same minute
+    compared = document["status_vs_harness"]["cameo"][0]
+    assert all(v["harness"]["p99_ms"] is not None for v in compared.values()), compared
+    assert any(line.startswith("cameo #1 payments/fraud-alerts: status p99") for line in result["throughput"])
+    # the run leaves no pool behind
+    assert not json.loads(node.kubectl("get", "sp", "-o", "json").stdout)["items"]
