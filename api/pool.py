@@ -322,6 +322,9 @@ class StreamingPoolStatus(CommonStatus):
     """Task slots the pool's Real-time queries hold while they run (out of maxExecutors x cores)."""
     state: StateMigration | None = None
     """State placement and migration progress (pools with executors and stateful queries)."""
+    urgentLane: str = ""
+    """What the urgent lane does in the pool's runtime, in one sentence: on pods, urgent bands
+    without bulk turns, and no raised thread priorities where the pods lack CAP_SYS_NICE."""
 
 
 class StreamingPool(Model):

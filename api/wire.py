@@ -209,6 +209,8 @@ class ExecutorState(Answer):
     stateMovedBytes: int = 0
     pendingMoves: int = 0
     """Moves the planner still sees before state is balanced (0: nothing to move)."""
+    urgentLane: str = ""
+    """What the pool's urgent lane does in this runtime, in one sentence (what its pods lack)."""
 
 
 class ExecutorTarget(Request):

@@ -78,7 +78,9 @@ class NodeTarget:
         return json.loads(proc.stdout) if proc.returncode == 0 else None
 
     def apply(self, objects: list[dict[str, Any]]) -> None:
-        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+        """As JSON: YAML 1.1 (kubectl's) reads an unquoted `n` or `y` as a boolean, and PyYAML
+        writes an aggregate named `n` unquoted."""
+        self.cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
 
 
 def install(cluster: Cluster, say: Callable[[str], None]) -> None:
@@ -277,6 +279,7 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
         own = _last_minute(batches[q.key], load_end - ready, q.spec.sla.latencyTarget.ms)
         report["queries"][q.key] = {"timeline": batches[q.key], "rows": int(status.get("rows", 0)),
                                     "batches": int(status.get("batches", 0)), "phase": status.get("phase", ""),
+                                    "message": status.get("message", ""),
                                     "scheduler": status.get("scheduler", ""),
                                     "critical_path": status.get("criticalPath", {}),
                                     "status_at_load_end": users[q.key], "harness_at_load_end": own}

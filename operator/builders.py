@@ -78,12 +78,19 @@ _SIDECAR_PROBE = f"import urllib.request; urllib.request.urlopen('http://127.0.0
 
 
 def executor_pod_template(model: StreamingPool) -> dict[str, Any]:
+    """Executors mount the pool's checkpoint volume (a claim or a host directory) where the driver
+    does: a stateful query's tasks write its state store's files under the checkpoint. Without
+    one (an emptyDir each), a stateful query's state stays in the executor pod that wrote it."""
+    checkpoints = model.spec.checkpoints
+    shared = checkpoints.claimName is not None or checkpoints.hostPath is not None
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"labels": {**labels(model.metadata.name), "sluice.dev/role": "executor"}},
         "spec": {
             **({"imagePullSecrets": pull_secrets(model)} if model.spec.imagePullSecrets else {}),
-            "securityContext": {"runAsNonRoot": True, "runAsUser": 185, "seccompProfile": {"type": "RuntimeDefault"}},
+            # fsGroup: as the driver's, a checkpoint claim's volume is made writable by the runtime's user
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 185, "fsGroup": 185,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
             "automountServiceAccountToken": False,  # an executor never calls the API server
             "containers": [{
                 "name": "spark-kubernetes-executor",
@@ -91,9 +98,10 @@ def executor_pod_template(model: StreamingPool) -> dict[str, Any]:
                 # and so do the jars an executor fetches from the driver (into its working directory)
                 "securityContext": _CONTAINER_SECURITY,
                 "workingDir": "/tmp",
-                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, {"name": "work", "mountPath": WORKDIR}],
             }],
-            "volumes": [{"name": "tmp", "emptyDir": {}}],
+            "volumes": [{"name": "tmp", "emptyDir": {}},
+                        {"name": "work", **(checkpoints.volume() if shared else {"emptyDir": {}})}],
         },
     }
 

@@ -113,6 +113,8 @@ async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, p
     except (RuntimeRefused, RuntimeUnreachable):  # a local-mode runtime has no executors to move state between
         executors = None
     moving = executors is not None and executors.pendingMoves > 0
+    if executors is not None and executors.urgentLane:
+        status.write(patch, StreamingPoolStatus(urgentLane=executors.urgentLane))
     if executors is not None and executors.placement:
         placement: dict[str, int] = {}
         for per_query in executors.placement.values():

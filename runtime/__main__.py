@@ -21,7 +21,7 @@ from .executors import ExecutorScaler
 from .gate import Gatekeeper
 from .host import QueryHost
 from .policy import mode_of
-from .session import SessionConfig, build_session, lane_for
+from .session import SessionConfig, build_session, lane_for, lane_sentence, priority_blocker
 
 
 def _token(args: argparse.Namespace) -> str:
@@ -90,6 +90,7 @@ def main(argv: list[str] | None = None) -> None:
                 else SchedulerClient(args.scheduler))
     host = QueryHost(spark, workdir / "checkpoints", gate, mode.fixed_pool, files_root=args.files_root)
     scaler = ExecutorScaler.for_host(host, grace=args.executor_grace)
+    scaler.urgent_lane = lane_sentence(lane, mode.gated, priority_blocker(Path("/proc/self/status").read_text()))
     sidecar = f"{args.scheduler.rstrip('/')}/metrics" if args.scheduler.startswith("http") else None
     server = ServerThread(make_control_app(host, token, executors=scaler, scheduler_metrics=sidecar),
                           sock=control_sock).start()

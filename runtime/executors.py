@@ -160,6 +160,8 @@ class ExecutorScaler:
         self.spark = spark
         self.mover = mover
         self.paced = paced
+        self.urgent_lane = ""
+        """`session.lane_sentence` of the runtime (set by its entry point), reported in `state`."""
         self.stateful = stateful or (lambda: {})
         self._mark: dict[str, int] = {}
         self.grace = grace
@@ -218,6 +220,7 @@ class ExecutorScaler:
             stateMoves=mover.moves if mover else 0,
             stateMovedBytes=mover.moved_bytes if mover else 0,
             pendingMoves=mover.pending() if mover else 0,
+            urgentLane=self.urgent_lane,
         )
 
     # ------------------------------------------------------------------ writing

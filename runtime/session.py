@@ -197,6 +197,32 @@ def lane_for(gated: bool, local: bool, cores: int) -> Lane:
     return Lane(on, bulk, max(cores, 1) * (LANE_SLOTS_PER_CORE if bulk else 1))
 
 
+CAP_SYS_NICE = 23
+"""The capability bit a thread needs to raise its priority (linux/capability.h)."""
+
+
+def priority_blocker(proc_status: str) -> str | None:
+    """None if this process may raise a thread's priority (CAP_SYS_NICE in effect, as root on a
+    machine has); else what it lacks. `proc_status`: the text of /proc/self/status."""
+    for line in proc_status.splitlines():
+        if line.startswith("CapEff:"):
+            return None if int(line.split()[1], 16) >> CAP_SYS_NICE & 1 else "lacks CAP_SYS_NICE"
+    return "cannot tell its capabilities (no CapEff in /proc/self/status)"
+
+
+def lane_sentence(lane: Lane, gated: bool, blocker: str | None) -> str:
+    """What the urgent lane does in this runtime, in one sentence (a pool's `status.urgentLane`):
+    `blocker` is `priority_blocker`'s answer for the runtime's process."""
+    if not gated:
+        return "off: the policy has no gate (fifo and fair run Spark on its own)"
+    if not lane.on:
+        return f"off: {LANE_ENV}=0, or the runtime has no Sluice sink jar"
+    turns = ("bulk tasks take turns, one a core" if lane.bulk_tasks else
+             "urgent bands only, no bulk turns (turns need a local master; executors run one task a slot)")
+    raised = "urgent threads at nice -5" if blocker is None else f"no raised thread priorities (the process {blocker})"
+    return f"on: {turns}; {raised}"
+
+
 def lane_conf(bands: int, bulk_tasks: int) -> dict[str, str]:
     """The urgent lane's settings: its plugin, the urgent bands, and (`bulk_tasks` > 0) how many
     tasks outside them run at once (sources and RDDs then split by that, not by the slots)."""

@@ -185,6 +185,10 @@ def test_a_pool_runs_its_driver_and_executors_as_pods(release: NodeCluster) -> N
     wait_for(lambda: registered_executors(node) == 1, timeout=60, what="the executor registered with the driver")
     wait_for(lambda: (get(node, "sp", POOL) or {}).get("status", {}).get("phase") == "Running", timeout=60,
              what="the pool Running")
+    # the pods drop every capability: the pool's status says what its urgent lane lacks there
+    lane = wait_for(lambda: (get(node, "sp", POOL) or {}).get("status", {}).get("urgentLane"), timeout=60,
+                    what="the pool's status.urgentLane")
+    assert lane.startswith("on: urgent bands only, no bulk turns") and "lacks CAP_SYS_NICE" in lane, lane
 
 
 def readme_block(heading: str) -> list[str]:

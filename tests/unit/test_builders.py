@@ -79,3 +79,18 @@ def test_a_pools_network_policies_open_the_control_api_to_the_operator_and_spark
     assert {CONTROL_PORT, METRICS_PORT, DRIVER_PORT, BLOCK_MANAGER_PORT} <= served
     assert runtime["readinessProbe"]["httpGet"]["port"] == "metrics"
     assert runtime["args"][runtime["args"].index("--metrics-port") + 1] == str(METRICS_PORT)
+
+
+def test_executors_mount_the_checkpoint_volume_where_the_driver_does() -> None:
+    """A stateful query's tasks write its state under the checkpoint (on pods without it, Spark's
+    state store failed with 'Mkdirs failed to create file:/var/lib/sluice/checkpoints/...')."""
+    for spec, volume in (({"checkpoints": {"claimName": "ck"}}, {"persistentVolumeClaim": {"claimName": "ck"}}),
+                         ({"checkpoints": {"hostPath": "/srv/ck"}}, {"hostPath": {"path": "/srv/ck", "type": "DirectoryOrCreate"}}),
+                         ({}, {"emptyDir": {}})):
+        body, model = _pool(**spec)
+        driver = _driver(pool_objects(body, model, "sluice-system", "t"))
+        executor = executor_pod_template(model)["spec"]
+        at = next(m["mountPath"] for m in driver["containers"][0]["volumeMounts"] if m["name"] == "work")
+        assert {"name": "work", "mountPath": at} in executor["containers"][0]["volumeMounts"]
+        assert {"name": "work", **volume} in executor["volumes"] and {"name": "work", **volume} in driver["volumes"]
+        assert executor["securityContext"]["fsGroup"] == driver["securityContext"]["fsGroup"]
