@@ -202,8 +202,10 @@ def variants(policies: list[str], gates: list[str]) -> list[tuple[str, str, str]
 def gate_ask(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     """Each gated variant's ask time per batch besides queueing (p50 and p90 ms, per query, first
     repeat): the round trip to the scheduler, in-process or over HTTP to its sidecar."""
-    return {name: {k: v.get("phases_ms", {}).get("gateAsk") for k, v in reports[0]["queries"].items()}
+    asks = {name: {k: v["phases_ms"]["gateAsk"] for k, v in reports[0]["queries"].items()
+                   if "gateAsk" in (v.get("phases_ms") or {})}
             for name, reports in runs.items() if reports and reports[0].get("gate", "none") != "none"}
+    return {name: per for name, per in asks.items() if per}  # a pod's report has no phases
 
 
 def _weighted(timeline: list[list[Any]], start: float, end: float) -> list[tuple[float, float]]:

@@ -80,7 +80,10 @@ class NodeTarget:
     def apply(self, objects: list[dict[str, Any]]) -> None:
         """As JSON: YAML 1.1 (kubectl's) reads an unquoted `n` or `y` as a boolean, and PyYAML
         writes an aggregate named `n` unquoted."""
-        self.cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+        proc = self.cluster.kubectl("apply", "-f", "-", check=False,
+                                    input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+        if proc.returncode != 0:
+            raise RuntimeError(f"kubectl apply refused the run's objects: {proc.stderr.strip()}")
 
 
 def install(cluster: Cluster, say: Callable[[str], None]) -> None:
@@ -183,6 +186,7 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, tar
              log: Any = print) -> dict[str, Any]:
     """One policy on a fresh pool: returns a report shaped as `sluice run --report --timeline`'s,
     plus the pool's executors over time and the StreamingQueries' own status figures."""
+    folder = folder.absolute()  # its checkpoints are a hostPath
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     broker, name = target.broker, queries[0].spec.pool
@@ -206,10 +210,14 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, tar
         target.apply(manifests)
 
         def all_running() -> bool:
+            hosted: dict[str, Any] = {}
             with contextlib.suppress(OSError, ValueError):
                 hosted = pool.call("/v1/queries")["queries"]
-                return all(hosted.get(q.key, {}).get("phase") == "Running" for q in queries)
-            return False
+            failed = [f"{key}: {status.get('message', '')}" for key, status in hosted.items()
+                      if status.get("phase") == "Failed"]
+            if failed:
+                raise RuntimeError(f"the pool refused a query ({'; '.join(failed)})")
+            return bool(hosted) and all(hosted.get(q.key, {}).get("phase") == "Running" for q in queries)
 
         _wait(f"the {len(queries)} queries were not Running in the pool", all_running, QUERIES_READY_S)
         return _measure(scenario, queries, policy, pool, topics, folder, log)

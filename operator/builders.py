@@ -134,6 +134,10 @@ def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
         "spark.executor.instances": str(initial),
         "spark.dynamicAllocation.enabled": "false",
         "spark.scheduler.mode": "FAIR" if model.spec.policy != "fifo" else "FIFO",
+        # a task launches on the first free slot: Spark's default waits up to 3 s for the executor
+        # a Kafka partition's consumer was cached on, a wait a 1 s SLA cannot afford (a local
+        # master has one executor, so this never showed there)
+        "spark.locality.wait": "0s",
         **({"spark.kubernetes.container.image.pullSecrets": ",".join(model.spec.imagePullSecrets)}
            if model.spec.imagePullSecrets else {}),
     }

@@ -42,6 +42,7 @@ def test_pull_secrets_reach_the_driver_and_the_executors() -> None:
     assert _driver(objects)["imagePullSecrets"] == [{"name": "regcred"}]
     assert executor_pod_template(model)["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
     assert spark_conf(model, "sluice-system")["spark.kubernetes.container.image.pullSecrets"] == "regcred"
+    assert spark_conf(model, "sluice-system")["spark.locality.wait"] == "0s"  # no task waits for its cached consumer
     config = next(o for o in objects if o["kind"] == "ConfigMap")
     assert "regcred" in yaml.safe_dump(config)  # the executor pod template Spark reads
     body, model = _pool()

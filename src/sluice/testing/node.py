@@ -125,6 +125,11 @@ class NodeCluster:
     say: Callable[[str], None] = field(default=lambda message: None, repr=False)
     """Progress, one line a step (`sluice dev cluster up` prints it)."""
 
+    def __post_init__(self) -> None:
+        # absolute: the kubelet reads containerd's socket from a unix:// URL, where a relative
+        # path loses its first part (bench/... became /results/...)
+        self.workdir = self.workdir.absolute()
+
     @property
     def kubeconfig(self) -> Path:
         assert self.plane is not None
