@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from sluice.api.constants import GATED_POLICIES, MASSES, POLICIES
+from sluice.api.constants import GATED_POLICIES, GATES, MASSES, POLICIES
 from sluice.api.query import Delivery, KafkaSink, StreamingQuery
 from sluice.api.scenario import LoadSpec, Scenario, ScenarioError, load_scenario
 from sluice.runtime.latency import weighted_quantile as quantile
@@ -184,7 +184,6 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
     return result
 
 
-GATES = ("inprocess", "sidecar")
 SIDECAR = "+sidecar"
 """A variant's suffix when its gate asks a sidecar process (`cameo+sidecar`)."""
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sluice.api.constants import DEFAULT_POLICY
+from sluice.api.constants import DEFAULT_POLICY, GATES
 from sluice.api.query import StreamingQuery
 from sluice.api.wire import QueryStatus
 from sluice.scheduler.client import SchedulerClient
@@ -34,8 +34,6 @@ from .gate import Gatekeeper
 from .host import QueryHost
 from .policy import mode_of
 from .session import Lane, SessionConfig, build_session, lane_for, lane_wanted
-
-GATES = ("inprocess", "sidecar")
 
 
 @contextlib.contextmanager
@@ -120,6 +118,8 @@ def _needs_kafka(queries: list[StreamingQuery]) -> bool:
 
 def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
     """Run the queries until `duration` passes or `stop` is set; returns the report."""
+    if options.gate not in GATES:
+        raise ValueError(f"gate {options.gate!r}: use one of {', '.join(GATES)}.")
     mode = mode_of(options.policy)
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="sluice-run-"))
     master = options.master

@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, NamedTuple, cast
 
 import click
 
-from sluice.api.constants import DEFAULT_POLICY, POLICIES, RUNTIME_CAPACITY, URGENT_LANE_CHOICES
+from sluice.api.constants import (
+    DEFAULT_POLICY,
+    GATES,
+    POLICIES,
+    RUNTIME_CAPACITY,
+    URGENT_LANE_CHOICES,
+)
 from sluice.api.manifest import ManifestError, parse_text
 from sluice.api.pool import StreamingPool
 from sluice.api.query import Delivery, StreamingQuery
@@ -307,7 +313,7 @@ def _sitting_option(f: Callable[..., None]) -> Callable[..., None]:
               "every query has read the rows the file names, e.g. 32s (a benchmark judging every row sent).")
 @click.option("--sent-file", type=click.Path(dir_okay=False),
               help="JSON {\"namespace/name\": rows sent}, written by the load generator once its load stopped.")
-@click.option("--gate", type=click.Choice(["inprocess", "sidecar"]), default="inprocess", show_default=True,
+@click.option("--gate", type=click.Choice(GATES), default="inprocess", show_default=True,
               help="Where a gated policy's scheduler runs: in this process, or as a pool pod runs it, a scheduler "
                    "sidecar process asked over HTTP on loopback.")
 def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, report: str | None,
