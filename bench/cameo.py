@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -108,15 +108,33 @@ def await_ready(runs: list[tuple[Path, Any, Path]], timeout: float = READY_SECON
             time.sleep(0.1)
 
 
+def start_load(scenario: Scenario, queries: list[StreamingQuery], topics: list[str], bootstrap: str,
+               seconds: float) -> tuple[list[threading.Thread], threading.Event, dict[str, Any]]:
+    """One producer thread per query, each its scenario load (bursts included) for `seconds` or
+    until the event is set; returns the threads, the event and {query key: the load's result},
+    filled as each load ends."""
+    from sluice.api.scenario import Burst
+    from sluice.testing.load import LoadPlan, generate
+
+    stop, sent = threading.Event(), cast("dict[str, Any]", {})
+
+    def produce(i: int) -> None:
+        load = scenario.queries[i].load
+        bursts = [Burst(b.at.seconds, b.length.seconds, b.factor) for b in load.bursts]
+        sent[queries[i].key] = generate(LoadPlan(topics[i], load.rate, seconds, bursts, load.keys), bootstrap, stop.is_set)
+
+    producers = [threading.Thread(target=produce, args=(i,), daemon=True) for i in range(len(queries))]
+    for p in producers:
+        p.start()
+    return producers, stop, sent
+
+
 def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, broker: Any, folder: Path,
              log: Any = print, urgent_lane: str = "gated", delivery: Delivery | None = None,
              gate: str = "inprocess") -> dict[str, Any]:
     """One variant (a policy, or AUTO), one fresh runtime: returns `sluice run`'s report (with
     timelines). `urgent_lane` is `sluice run --urgent-lane`: gated policies, all or none; `gate`
     is `sluice run --gate`."""
-    from sluice.api.scenario import Burst
-    from sluice.testing.load import LoadPlan, generate
-
     # a fresh runtime: a previous benchmark's checkpoints here would name other topics' offsets
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -149,17 +167,7 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
     # load started at a guess of Spark's start time (8 s before 2026-11-26) left slower starts a
     # backlog (9-13 s of load before the first batch, twice) that spilled into the measured window.
     await_ready([(folder / f"{prefix}ready", proc, folder / f"{prefix}run.log") for prefix, proc in procs])
-    stop = threading.Event()
-    sent: dict[str, Any] = {}
-
-    def produce(i: int) -> None:
-        load = scenario.queries[i].load
-        plan = LoadPlan(topics[i], load.rate, seconds, [Burst(b.at.seconds, b.length.seconds, b.factor) for b in load.bursts], load.keys)
-        sent[queries[i].key] = generate(plan, broker.bootstrap, stop.is_set)
-
-    producers = [threading.Thread(target=produce, args=(i,), daemon=True) for i in range(len(queries))]
-    for p in producers:
-        p.start()
+    producers, stop, sent = start_load(scenario, queries, topics, broker.bootstrap, seconds)
     for p in producers:  # each load ends with its plan
         p.join(seconds + 60)
     stop.set()

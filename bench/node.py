@@ -24,7 +24,6 @@ import base64
 import contextlib
 import json
 import shutil
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -32,17 +31,17 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import yaml
 
 from sluice.api.constants import API_VERSION, CONTROL_PORT, MASSES
 from sluice.api.query import KafkaSink, StreamingQuery
-from sluice.api.scenario import Burst, Scenario
+from sluice.api.scenario import Scenario
 from sluice.api.wire import BatchList
 from sluice.runtime.latency import weighted_quantile
 
-from .cameo import AUTO, _for_run, drain_seconds
+from .cameo import AUTO, _for_run, drain_seconds, start_load
 
 NS = "sluice-system"
 """The helm release's namespace (the operator, the pool's pods)."""
@@ -229,8 +228,6 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, tar
 def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, pool: Pool, topics: list[str],
              folder: Path, log: Any) -> dict[str, Any]:
     """Load as the scenario says, from now; every batch read as it commits; then the drain."""
-    from sluice.testing.load import LoadPlan, generate
-
     broker = pool.target.broker
     seconds = scenario.duration.seconds + scenario.warmup.seconds
     ready = time.time()
@@ -252,16 +249,7 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
         with contextlib.suppress(OSError, ValueError):
             statuses.update(pool.call("/v1/queries")["queries"])
 
-    stop, sent = threading.Event(), cast("dict[str, Any]", {})
-
-    def produce(i: int) -> None:
-        load = scenario.queries[i].load
-        plan = LoadPlan(topics[i], load.rate, seconds, [Burst(b.at.seconds, b.length.seconds, b.factor) for b in load.bursts], load.keys)
-        sent[queries[i].key] = generate(plan, broker.bootstrap, stop.is_set)
-
-    producers = [threading.Thread(target=produce, args=(i,), daemon=True) for i in range(len(queries))]
-    for p in producers:
-        p.start()
+    producers, stop, sent = start_load(scenario, queries, topics, broker.bootstrap, seconds)
     while any(p.is_alive() for p in producers) and time.time() - ready < seconds + 60:
         time.sleep(POLL_S)
         poll()
