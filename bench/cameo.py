@@ -417,9 +417,10 @@ def check_target(target: str, policies: list[str], urgent_lane: str, gates: list
     if any(p not in NODE_VARIANTS for p in policies):
         raise ScenarioError(f"--policies: the node target runs {', '.join(NODE_VARIANTS)} (a pool's spec.policy, or "
                             "auto for cameo with each query's own execution mode); leave auto-lane out.")
-    if urgent_lane == "all":
-        raise ScenarioError("--urgent-lane all: a pool's pods have no urgent lane (no CAP_SYS_NICE, executors in pods); "
-                            "leave --urgent-lane out with --target node.")
+    if urgent_lane != "gated":
+        raise ScenarioError(f"--urgent-lane {urgent_lane}: a pool gives its urgent lane to gated policies only "
+                            "(bulk turns in each executor, no raised priorities in pods); leave --urgent-lane out "
+                            "with --target node.")
 
 
 def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: Any = print,
@@ -454,7 +455,6 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
             if node is None:
                 node = stack.enter_context(on_node.open_target(out / "node", log))
             each(lambda policy, gate, folder: on_node.run_once(scenario, queries, policy, node, folder, log))
-        urgent_lane = "none"
     else:
         shutil.rmtree(out / "kafka", ignore_errors=True)  # the last benchmark's broker data: scratch
         broker = KafkaBroker(out / "kafka").start()
@@ -477,6 +477,7 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
                                                   "harness": v.get("harness_at_load_end")}
                                               for k, v in r["queries"].items()} for r in reports]
                                          for p, reports in runs.items()}
+        document["urgent_lane_status"] = {p: [r.get("urgent_lane", "") for r in reports] for p, reports in runs.items()}
         extra += on_node.status_lines(runs, queries)
     (out / "results.json").write_text(json.dumps(document, indent=2) + "\n")
     plot(runs, summary, queries, out)

@@ -144,7 +144,6 @@ def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float,
     if target == "node":
         if node is None:
             node = stack.enter_context(on_node.open_target(out / "node", log))
-        urgent_lane = "none"
 
         def probe_run(scaled_scenario: Scenario, policy: str, folder: Path) -> dict[str, Any]:
             return on_node.run_once(scaled_scenario, queries, policy, node, folder, log=lambda _m: None)

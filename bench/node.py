@@ -2,8 +2,9 @@
 
 The same scenario files as the local target, applied as `StreamingQuery` manifests to a
 `StreamingPool` on the project's one-node Kubernetes: the helm-installed operator, the driver pod
-whose gate asks the scheduler sidecar over HTTP, executor pods with JVMs of their own, and no
-capability to raise a thread's priority (so no urgent lane: `runtime/session.py::lane_for`). The
+whose gate asks the scheduler sidecar over HTTP, executor pods with JVMs of their own (a gated
+pool's urgent lane runs its slots and bulk turns in each: `runtime/session.py::executor_lane`), and
+no capability to raise a thread's priority. The
 policy is the pool's `spec.policy`; each run gets a fresh pool (a fresh driver JVM), as each local
 run gets a fresh `sluice run`.
 
@@ -159,7 +160,7 @@ class Pool:
 
 def pool_manifest(name: str, policy: str, namespaces: list[str], checkpoints: Path) -> dict[str, Any]:
     """Sized for this 2-core node as the node tier's pool is: CPU requests of 500m let the driver
-    and two executors fit beside the operator (Spark still runs 2 task slots per executor)."""
+    and two executors fit beside the operator (Spark still runs 2 tasks at once per executor)."""
     return {
         "apiVersion": API_VERSION, "kind": "StreamingPool", "metadata": {"name": name},
         "spec": {"executor": {"cores": 2, "memory": "1Gi", "cpuRequest": "500m"},
@@ -269,7 +270,8 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
     poll()
     report: dict[str, Any] = {"policy": policy, "target": "node", "gate": "sidecar", "started_at": ready, "queries": {}, "sent": sent,
                               "executors": pool.executors, "drain": {"limit_s": limit,
-                                                                     "took_s": round(time.time() - load_end, 1)}}
+                                                                     "took_s": round(time.time() - load_end, 1)},
+                              "urgent_lane": _pool_status(pool).get("urgentLane", "")}
     for q in queries:
         status = statuses.get(q.key, {})
         own = _last_minute(batches[q.key], load_end - ready, q.spec.sla.latencyTarget.ms)
@@ -284,6 +286,11 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
                                             f"(status {v['status_at_load_end']['p99_ms']} ms)"
                                             for k, v in report["queries"].items()))
     return report
+
+
+def _pool_status(pool: Pool) -> dict[str, Any]:
+    """The StreamingPool's status as the operator last wrote it."""
+    return dict(((pool.target.get("sp", pool.name) or {}).get("status")) or {})
 
 
 def _shown_status(item: dict[str, Any] | None) -> dict[str, Any]:

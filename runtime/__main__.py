@@ -21,7 +21,14 @@ from .executors import ExecutorScaler
 from .gate import Gatekeeper
 from .host import QueryHost
 from .policy import mode_of
-from .session import SessionConfig, build_session, lane_for, lane_sentence, priority_blocker
+from .session import (
+    SessionConfig,
+    build_session,
+    executor_lane,
+    lane_for,
+    lane_sentence,
+    priority_blocker,
+)
 
 
 def _token(args: argparse.Namespace) -> str:
@@ -81,6 +88,12 @@ def main(argv: list[str] | None = None) -> None:
     mode = mode_of(args.policy)  # fifo and fair: Spark alone, as in `sluice run`
     # as in `sluice run`: on local[*] urgent tasks find a free slot at once and bulk ones take turns
     lane = lane_for(mode.gated, args.master == "local[*]", os.cpu_count() or 2)
+    if args.master.startswith("k8s://"):  # on executor pods: the same slots and turns in every executor
+        try:
+            lane, pods = executor_lane(mode.gated, extra)
+        except ValueError as error:
+            parser.error(str(error))
+        extra |= pods
     master = f"local[{lane.slots}]" if args.master == "local[*]" else args.master
     spark = build_session(SessionConfig(master=master, workdir=workdir, scheduling=mode.scheduling,
                                        urgent_lane=lane.on, bulk_tasks=lane.bulk_tasks, kafka=args.kafka, extra=extra))

@@ -197,6 +197,37 @@ def lane_for(gated: bool, local: bool, cores: int) -> Lane:
     return Lane(on, bulk, max(cores, 1) * (LANE_SLOTS_PER_CORE if bulk else 1))
 
 
+EXECUTOR_CORES = "spark.executor.cores"
+EXECUTOR_REQUEST = "spark.kubernetes.executor.request.cores"
+EXECUTOR_INSTANCES = "spark.executor.instances"
+
+
+def executor_lane(gated: bool, conf: dict[str, str]) -> tuple[Lane, dict[str, str]]:
+    """The lane of a pool on executor pods (a Kubernetes master) whose settings are `conf`, and
+    the settings it changes. Each executor JVM runs the plugin's executor side, so it gets what a
+    local master gets on its cores: LANE_SLOTS_PER_CORE task slots a core (`spark.executor.cores`,
+    which is Spark's count of slots) and bulk turns one a core of that executor. The pod still
+    asks Kubernetes for the executor's cores (`spark.kubernetes.executor.request.cores`, which
+    otherwise follows the slots), and RDDs and sources split by the pool's cores as before; the
+    operator sizes pools, capacity and Real-time reservations on the pool's cores, not slots."""
+    on = gated and urgent_lane()
+    cores = _whole(conf, EXECUTOR_CORES)
+    if not on:
+        return Lane(on, 0, cores), {}
+    changed = {EXECUTOR_CORES: str(cores * LANE_SLOTS_PER_CORE),
+               EXECUTOR_REQUEST: conf.get(EXECUTOR_REQUEST, str(cores)),
+               "spark.default.parallelism": str(cores * _whole(conf, EXECUTOR_INSTANCES))}
+    return Lane(on, cores, cores * LANE_SLOTS_PER_CORE), changed
+
+
+def _whole(conf: dict[str, str], key: str) -> int:
+    """A count of at least 1 among Spark's settings (1 when unset)."""
+    text = conf.get(key, "1")
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"--conf {key}={text!r}: give a whole number of at least 1.")
+    return int(text)
+
+
 CAP_SYS_NICE = 23
 """The capability bit a thread needs to raise its priority (linux/capability.h)."""
 
@@ -218,14 +249,15 @@ def lane_sentence(lane: Lane, gated: bool, blocker: str | None) -> str:
     if not lane.on:
         return f"off: {LANE_ENV}=0, or the runtime has no Sluice sink jar"
     turns = ("bulk tasks take turns, one a core" if lane.bulk_tasks else
-             "urgent bands only, no bulk turns (turns need a local master; executors run one task a slot)")
+             "urgent bands only, no bulk turns (turns need a local master or executor pods)")
     raised = "urgent threads at nice -5" if blocker is None else f"no raised thread priorities (the process {blocker})"
     return f"on: {turns}; {raised}"
 
 
 def lane_conf(bands: int, bulk_tasks: int) -> dict[str, str]:
     """The urgent lane's settings: its plugin, the urgent bands, and (`bulk_tasks` > 0) how many
-    tasks outside them run at once (sources and RDDs then split by that, not by the slots)."""
+    tasks outside them run at once in one JVM (sources and RDDs then split by that, not by the
+    slots; `executor_lane` sets the split of a pool of executors)."""
     conf = {"spark.plugins": jvm_sink.LANE_PLUGIN,
             jvm_sink.URGENT_POOLS_CONF: ",".join(band_name(i) for i in range(urgent_bands(bands)))}
     if bulk_tasks > 0:

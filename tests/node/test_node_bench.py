@@ -36,7 +36,9 @@ def test_the_cameo_benchmark_runs_a_scenario_on_a_pool_and_judges_every_row(
     result = cameo.run(short_scenario(tmp_path / "burst.yaml"), ["cameo"], 1, tmp_path / "out", log=lambda m: None,
                        target="node", node=target)
     document = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert document["target"] == "node" and document["urgent_lane"] == "none"
+    assert document["target"] == "node" and document["urgent_lane"] == "gated"
+    # cameo's pool ran the lane's bulk turns in its executor pods
+    assert document["urgent_lane_status"]["cameo"][0].startswith("on: bulk tasks take turns"), document
     figures = document["policies"]["cameo"]
     assert set(figures) == {"payments/fraud-alerts", "analytics/merchant-stats"}
     for key, q in figures.items():

@@ -65,8 +65,11 @@ def test_what_the_node_target_cannot_run_is_refused_in_one_sentence() -> None:
             "--policies: the node target runs fifo, fair, edf, cameo, auto (a pool's spec.policy, or auto for cameo "
             "with each query's own execution mode); leave auto-lane out.",
         ("--target", "node", "--urgent-lane", "all"):
-            "--urgent-lane all: a pool's pods have no urgent lane (no CAP_SYS_NICE, executors in pods); leave "
-            "--urgent-lane out with --target node.",
+            "--urgent-lane all: a pool gives its urgent lane to gated policies only (bulk turns in each executor, "
+            "no raised priorities in pods); leave --urgent-lane out with --target node.",
+        ("--target", "node", "--urgent-lane", "none"):
+            "--urgent-lane none: a pool gives its urgent lane to gated policies only (bulk turns in each executor, "
+            "no raised priorities in pods); leave --urgent-lane out with --target node.",
         ("--target", "node", "--gate", "sidecar"):
             "--gate: on the node target the gate always asks the pool's sidecar; leave --gate out.",
         ("--gate", "inprocess,http"): "--gate: use inprocess, sidecar or inprocess,sidecar (got 'inprocess,http').",

@@ -65,9 +65,35 @@ def test_the_lane_sentence_says_what_a_pod_lacks_and_the_capability_is_read_from
     assert priority_blocker(Path("/proc/self/status").read_text()) in (None, "lacks CAP_SYS_NICE")
     pods = Lane(on=True, bulk_tasks=0, slots=2)
     assert lane_sentence(pods, True, "lacks CAP_SYS_NICE") == (
-        "on: urgent bands only, no bulk turns (turns need a local master; executors run one task a slot); "
+        "on: urgent bands only, no bulk turns (turns need a local master or executor pods); "
         "no raised thread priorities (the process lacks CAP_SYS_NICE)")
     assert lane_sentence(Lane(on=True, bulk_tasks=2, slots=16), True, None) == (
         "on: bulk tasks take turns, one a core; urgent threads at nice -5")
     assert lane_sentence(pods, False, None).startswith("off: the policy has no gate")
     assert lane_sentence(Lane(on=False, bulk_tasks=0, slots=2), True, None).startswith("off: SLUICE_URGENT_LANE=0")
+
+
+def test_on_executor_pods_each_executor_gets_the_lanes_slots_and_turns_and_asks_for_its_cores(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`executor_lane`: a gated pool of 2-core executors runs 16 slots and 2 bulk turns in each
+    executor JVM; the pod's CPU request stays the pool's (cpuRequest, else its cores), and RDDs split
+    by the pool's cores, not by its slots."""
+    from sluice.runtime import jvm_sink
+    from sluice.runtime.session import LANE_ENV, Lane, executor_lane
+
+    monkeypatch.delenv(LANE_ENV, raising=False)
+    if jvm_sink.jar() is None:
+        pytest.fail("Sluice's sink jar could not be built here (it needs a JDK's javac)")
+    conf = {"spark.executor.cores": "2", "spark.executor.instances": "3"}
+    assert executor_lane(True, conf) == (Lane(True, 2, 16), {
+        "spark.executor.cores": "16", "spark.kubernetes.executor.request.cores": "2",
+        "spark.default.parallelism": "6"})
+    lane, changed = executor_lane(True, conf | {"spark.kubernetes.executor.request.cores": "500m"})
+    assert changed["spark.kubernetes.executor.request.cores"] == "500m" and lane.bulk_tasks == 2
+    # fifo and fair (no gate) and the knob: Spark's own slots, nothing changed
+    assert executor_lane(False, conf) == (Lane(False, 0, 2), {})
+    monkeypatch.setenv(LANE_ENV, "0")
+    assert executor_lane(True, conf) == (Lane(False, 0, 2), {})
+    # a count that is not one names the setting
+    with pytest.raises(ValueError, match=r"spark\.executor\.cores=.two."):
+        executor_lane(True, {"spark.executor.cores": "two"})
