@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_short_benchmark_writes_results_and_plots(tmp_path: Path) -> None:
     scenario = yaml.safe_load((ROOT / "bench" / "scenarios" / "two-tenants.yaml").read_text())
-    scenario.update(duration="20s", warmup="6s")  # a cold JVM needs its first seconds
+    scenario.update(duration="14s", warmup="6s")  # a cold JVM needs its first seconds
     scenario["queries"][1]["load"]["rate"] = 2000
     path = tmp_path / "short.yaml"
     path.write_text(yaml.safe_dump(scenario))

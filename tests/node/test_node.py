@@ -392,6 +392,7 @@ def test_a_killed_driver_restarts_and_its_queries_resume_from_their_checkpoints(
     assert before_kill > 2000 and duplicates == 0, (before_kill, duplicates)
 
 
+@pytest.mark.extended  # DS2's decisions: the cluster tier on a real application; pods added and removed: kubectl scale above
 def test_ds2_grows_the_pool_on_a_load_step_and_shrinks_it_after(release: NodeCluster, node_broker: KafkaBroker) -> None:
     node = release
     # the autoscaler's utilization is lowered so that a load step this 2-core machine can carry
