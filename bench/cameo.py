@@ -453,7 +453,7 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
     if target == "node":
         with contextlib.ExitStack() as stack:
             if node is None:
-                node = stack.enter_context(on_node.open_target(out / "node", log))
+                node = stack.enter_context(on_node.open_target(None, log))
             each(lambda policy, gate, folder: on_node.run_once(scenario, queries, policy, node, folder, log))
     else:
         shutil.rmtree(out / "kafka", ignore_errors=True)  # the last benchmark's broker data: scratch

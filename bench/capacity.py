@@ -143,7 +143,7 @@ def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float,
     stack = contextlib.ExitStack()
     if target == "node":
         if node is None:
-            node = stack.enter_context(on_node.open_target(out / "node", log))
+            node = stack.enter_context(on_node.open_target(None, log))
 
         def probe_run(scaled_scenario: Scenario, policy: str, folder: Path) -> dict[str, Any]:
             return on_node.run_once(scaled_scenario, queries, policy, node, folder, log=lambda _m: None)

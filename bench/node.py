@@ -25,6 +25,7 @@ import base64
 import contextlib
 import json
 import shutil
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -41,6 +42,7 @@ from sluice.api.query import KafkaSink, StreamingQuery
 from sluice.api.scenario import Scenario
 from sluice.api.wire import BatchList
 from sluice.runtime.latency import weighted_quantile
+from sluice.runtime.realtime import drain_limit
 
 from .cameo import AUTO, _for_run, drain_seconds, start_load
 
@@ -100,12 +102,16 @@ def install(cluster: Cluster, say: Callable[[str], None]) -> None:
 
 
 @contextlib.contextmanager
-def open_target(workdir: Path, say: Callable[[str], None]) -> Iterator[NodeTarget]:
+def open_target(workdir: Path | None, say: Callable[[str], None]) -> Iterator[NodeTarget]:
     """The dev cluster if one runs, else a node of the benchmark's own (stopped after it); the
-    release installed; a broker on the node's address."""
+    release installed; a broker on the node's address. Their files (the node's containerd root
+    holds the images unpacked, gigabytes) go to `workdir`, by default a scratch folder removed
+    after: never beside the results, where linters and git would walk them."""
     from sluice.testing.kafka import KafkaBroker
     from sluice.testing.node import NodeCluster, NodeError, dev_cluster
 
+    scratch = workdir is None
+    workdir = Path(tempfile.mkdtemp(prefix="sluice-bench-node-")) if workdir is None else workdir
     workdir.mkdir(parents=True, exist_ok=True)
     cluster: Any = dev_cluster()
     owned = None
@@ -131,6 +137,13 @@ def open_target(workdir: Path, say: Callable[[str], None]) -> Iterator[NodeTarge
     finally:
         if owned is not None:
             owned.stop()
+        if scratch:
+            mounted = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
+                       if line.split()[1].startswith(str(workdir.resolve()))]
+            if mounted:  # never delete through a mount (a pod's volume): say where it is instead
+                say(f"left {workdir} in place: {len(mounted)} mounts remain under it (umount, then remove it)")
+            else:
+                shutil.rmtree(workdir, ignore_errors=True)
 
 
 @dataclass
@@ -262,7 +275,7 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
     users = {key: _shown_status(pool.target.get("sq", key.split("/")[1], "-n", key.split("/")[0]))
              for key in batches}  # what `kubectl get sq` says as the load stops
     # the drain: until every query read what it was sent, or its SLA has passed (as locally)
-    limit = drain_seconds(queries)
+    limit = drain_limit(drain_seconds(queries), any(s.get("execution") == "realTime" for s in statuses.values()))
     while time.time() - load_end < limit:
         time.sleep(min(POLL_S / 2, limit))
         poll()

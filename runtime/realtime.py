@@ -26,8 +26,17 @@ from .pipeline import TS
 
 log = logging.getLogger("sluice.runtime.realtime")
 HEADER = "sluice-produced-ms"
-CHECKPOINT_INTERVAL = "1 minute"
-"""How often a Real-time query checkpoints its progress (its trigger's duration)."""
+CHECKPOINT_SECONDS = 60
+"""How often a Real-time query checkpoints its progress (its trigger's duration): the rows it read
+are counted (its progress event) only when such an epoch ends, though each is written at once."""
+CHECKPOINT_INTERVAL = f"{CHECKPOINT_SECONDS} seconds"
+
+
+def drain_limit(drain: float, realtime: bool) -> float:
+    """How long a run goes on after its load for its rows to be counted: `drain` (the longest SLA
+    and a margin), and with a Real-time query besides that its epoch in flight, whose rows are
+    counted when it ends (the run stops as soon as every row sent was counted)."""
+    return drain + CHECKPOINT_SECONDS if realtime else drain
 WINDOW = 0.5
 """Seconds of output records summarized into one latency entry."""
 

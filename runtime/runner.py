@@ -167,12 +167,14 @@ def _run(queries: list[StreamingQuery], options: RunOptions, config: SessionConf
         if options.ready_file is not None:
             options.ready_file.write_text(f"{ready}\n")
         drained: dict[str, Any] = {}
+        with host.lock:
+            drain = realtime.drain_limit(options.drain, any(h.execution == "realTime" for h in host.queries.values()))
         while not options.stop.is_set() and host.broken is None:
             if options.duration is not None and time.time() - ready >= options.duration:
                 over = time.time() - ready - options.duration
                 read = all_read(host.statuses(), _sent(options.sent_file))
-                if over >= options.drain or read:
-                    drained = {"limit_s": options.drain, "took_s": round(over, 1), "all_read": read}
+                if over >= drain or read:
+                    drained = {"limit_s": drain, "took_s": round(over, 1), "all_read": read}
                     break
             options.stop.wait(options.tick)
             if options.on_tick:

@@ -86,3 +86,13 @@ def test_a_run_drains_until_each_of_its_queries_has_read_what_it_was_sent() -> N
     assert all_read(statuses, {"a/x": 100, "b/y": 40})
     assert all_read(statuses, {"a/x": 90, "b/y": 40, "c/z": 999})  # c/z runs in another application
     assert not all_read(statuses, {"c/z": 0})  # none of this run's queries: nothing shows it drained
+
+
+def test_a_run_with_a_real_time_query_drains_until_its_epoch_in_flight_has_ended() -> None:
+    """A Real-time query writes each row at once but counts the rows it read only when its epoch
+    (CHECKPOINT_SECONDS) ends: cut at the longest SLA, the last epoch's rows were judged unread
+    (realtime.yaml under auto, 2026-11-28: 6,700 of 60,000 rows, 11%, in each of four runs)."""
+    from sluice.runtime.realtime import CHECKPOINT_SECONDS, drain_limit
+
+    assert drain_limit(2.1, False) == 2.1
+    assert drain_limit(2.1, True) == 2.1 + CHECKPOINT_SECONDS
