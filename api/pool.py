@@ -33,15 +33,13 @@ class ExecutorShape(Model):
     model_config = Model.model_config | {"json_schema_extra": {"x-kubernetes-validations": [_MEMORY_RULE]}}
 
     cores: int = Field(default=1, ge=1, le=64)
-    """Cores per executor: its task slots. A gated pool's urgent lane gives each executor 8 slots a
-    core, so urgent tasks find one free, and runs its bulk tasks as many at once as the pod is
-    guaranteed whole cores (`cpuRequest`, else `cores`)."""
+    """Cores per executor: its task slots, or with a gated pool's urgent lane its bulk tasks at
+    once (the lane gives each executor 8 slots a core, so urgent tasks find one free)."""
     memory: BoundedMemory = Memory.parse("1Gi")
     """Executor memory, e.g. '2Gi' (512Mi to 1Ti)."""
     cpuRequest: Cpu | None = None
     """CPU the executor pod requests from the scheduler, e.g. '500m'; omitted: `cores`. Lower it
-    to pack executors on small nodes (Spark still runs `cores` tasks at once in each, or with the
-    urgent lane bulk tasks within the request and urgent ones above it)."""
+    to pack executors on small nodes (Spark still runs `cores` tasks at once in each)."""
 
 
 class DriverShape(Model):
@@ -327,8 +325,7 @@ class StreamingPoolStatus(CommonStatus):
     """State placement and migration progress (pools with executors and stateful queries)."""
     urgentLane: str = ""
     """What the urgent lane does in the pool's runtime, in one sentence: on pods, bulk turns in
-    each executor within the CPU its pod requests, and no raised thread priorities where the pods
-    lack CAP_SYS_NICE."""
+    each executor, and no raised thread priorities where the pods lack CAP_SYS_NICE."""
 
 
 class StreamingPool(Model):

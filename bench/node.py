@@ -173,8 +173,7 @@ class Pool:
 
 def pool_manifest(name: str, policy: str, namespaces: list[str], checkpoints: Path) -> dict[str, Any]:
     """Sized for this 2-core node as the node tier's pool is: CPU requests of 500m let the driver
-    and two executors fit beside the operator (Spark runs each executor's 2 cores; under a gated
-    policy's lane its bulk tasks one at once, within the 500m, and urgent tasks above it)."""
+    and two executors fit beside the operator (Spark still runs 2 tasks at once per executor)."""
     return {
         "apiVersion": API_VERSION, "kind": "StreamingPool", "metadata": {"name": name},
         "spec": {"executor": {"cores": 2, "memory": "1Gi", "cpuRequest": "500m"},

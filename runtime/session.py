@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from sluice.api.constants import BANDS, URGENT_LANE_CHOICES
-from sluice.api.units import Cpu
 from sluice.scheduler.bands import band_name, fairscheduler_xml, urgent_bands
 
 from . import jvm_sink
@@ -207,28 +206,18 @@ def executor_lane(gated: bool, conf: dict[str, str]) -> tuple[Lane, dict[str, st
     """The lane of a pool on executor pods (a Kubernetes master) whose settings are `conf`, and
     the settings it changes. Each executor JVM runs the plugin's executor side, so it gets what a
     local master gets on its cores: LANE_SLOTS_PER_CORE task slots a core (`spark.executor.cores`,
-    which is Spark's count of slots) and bulk turns. The pod still asks Kubernetes for the
-    executor's cores (`spark.kubernetes.executor.request.cores`, which otherwise follows the
-    slots), and RDDs and sources split by the pool's cores as before; the operator sizes pools,
-    capacity and Real-time reservations on the pool's cores, not slots.
-
-    Bulk tasks run as many at once as the CPU the pod is guaranteed (its request, whole cores, at
-    least one; at most its cores): in pods no thread's priority can be raised, so the CPU above a
-    pod's request, shared with every other pod, is left to the urgent tasks rather than to more
-    bulk ones."""
+    which is Spark's count of slots) and bulk turns one a core of that executor. The pod still
+    asks Kubernetes for the executor's cores (`spark.kubernetes.executor.request.cores`, which
+    otherwise follows the slots), and RDDs and sources split by the pool's cores as before; the
+    operator sizes pools, capacity and Real-time reservations on the pool's cores, not slots."""
     on = gated and urgent_lane()
     cores = _whole(conf, EXECUTOR_CORES)
     if not on:
         return Lane(on, 0, cores), {}
-    request = conf.get(EXECUTOR_REQUEST, str(cores))
-    try:
-        guaranteed = Cpu.parse(request).cores
-    except ValueError as error:
-        raise ValueError(f"--conf {EXECUTOR_REQUEST}={request!r}: {error}.") from error
-    bulk = min(max(int(guaranteed), 1), cores)
-    changed = {EXECUTOR_CORES: str(cores * LANE_SLOTS_PER_CORE), EXECUTOR_REQUEST: request,
+    changed = {EXECUTOR_CORES: str(cores * LANE_SLOTS_PER_CORE),
+               EXECUTOR_REQUEST: conf.get(EXECUTOR_REQUEST, str(cores)),
                "spark.default.parallelism": str(cores * _whole(conf, EXECUTOR_INSTANCES))}
-    return Lane(on, bulk, cores * LANE_SLOTS_PER_CORE), changed
+    return Lane(on, cores, cores * LANE_SLOTS_PER_CORE), changed
 
 
 def _whole(conf: dict[str, str], key: str) -> int:
@@ -259,7 +248,7 @@ def lane_sentence(lane: Lane, gated: bool, blocker: str | None) -> str:
         return "off: the policy has no gate (fifo and fair run Spark on its own)"
     if not lane.on:
         return f"off: {LANE_ENV}=0, or the runtime has no Sluice sink jar"
-    turns = (f"bulk tasks take turns, {lane.bulk_tasks} at once in each JVM" if lane.bulk_tasks else
+    turns = ("bulk tasks take turns, one a core" if lane.bulk_tasks else
              "urgent bands only, no bulk turns (turns need a local master or executor pods)")
     raised = "urgent threads at nice -5" if blocker is None else f"no raised thread priorities (the process {blocker})"
     return f"on: {turns}; {raised}"

@@ -188,8 +188,7 @@ def test_a_pool_runs_its_driver_and_executors_as_pods(release: NodeCluster) -> N
     # the pods drop every capability: the pool's status says what its urgent lane lacks there
     lane = wait_for(lambda: (get(node, "sp", POOL) or {}).get("status", {}).get("urgentLane"), timeout=60,
                     what="the pool's status.urgentLane")
-    # bulk tasks at once: the CPU the executor pod is guaranteed (500m: one), urgent ones the rest
-    assert lane.startswith("on: bulk tasks take turns, 1 at once in each JVM") and "lacks CAP_SYS_NICE" in lane, lane
+    assert lane.startswith("on: bulk tasks take turns, one a core") and "lacks CAP_SYS_NICE" in lane, lane
     # the lane's slots are Spark's, not the node's: the executor pod still asks for its cpuRequest
     container = executors[0]["spec"]["containers"][0]
     assert container["resources"]["requests"]["cpu"] == "500m", container["resources"]

@@ -42,7 +42,7 @@ def test_the_urgent_lane_names_the_urgent_and_the_bulk_bands_and_the_knob_turns_
                                "spark.sluice.urgentPools": "band0,band1,band2,band3,band4,band5"}
     assert lane_conf(8, 2) == lane_conf(8, 0) | {"spark.sluice.bulkTasks": "2", "spark.sluice.bulkPools": "band6,band7",
                                                  "spark.default.parallelism": "2"}
-    # gated on a local master: 8 slots a core, bulk tasks one a core; on executors see `executor_lane`
+    # gated on a local master: 8 slots a core, bulk tasks one a core; on executors priorities only
     assert lane_for(True, True, 2) == Lane(True, 2, 16)
     assert lane_for(True, False, 2) == Lane(True, 0, 2)
     assert lane_for(False, True, 2) == Lane(False, 0, 2)  # fifo and fair: Spark alone
@@ -68,16 +68,16 @@ def test_the_lane_sentence_says_what_a_pod_lacks_and_the_capability_is_read_from
         "on: urgent bands only, no bulk turns (turns need a local master or executor pods); "
         "no raised thread priorities (the process lacks CAP_SYS_NICE)")
     assert lane_sentence(Lane(on=True, bulk_tasks=2, slots=16), True, None) == (
-        "on: bulk tasks take turns, 2 at once in each JVM; urgent threads at nice -5")
+        "on: bulk tasks take turns, one a core; urgent threads at nice -5")
     assert lane_sentence(pods, False, None).startswith("off: the policy has no gate")
     assert lane_sentence(Lane(on=False, bulk_tasks=0, slots=2), True, None).startswith("off: SLUICE_URGENT_LANE=0")
 
 
 def test_on_executor_pods_each_executor_gets_the_lanes_slots_and_turns_and_asks_for_its_cores(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """`executor_lane`: a gated pool of 2-core executors runs 16 slots in each executor JVM and as
-    many bulk tasks at once as the pod is guaranteed cores; the pod's CPU request stays the pool's
-    (cpuRequest, else its cores), and RDDs split by the pool's cores, not by its slots."""
+    """`executor_lane`: a gated pool of 2-core executors runs 16 slots and 2 bulk turns in each
+    executor JVM; the pod's CPU request stays the pool's (cpuRequest, else its cores), and RDDs split
+    by the pool's cores, not by its slots."""
     from sluice.runtime import jvm_sink
     from sluice.runtime.session import LANE_ENV, Lane, executor_lane
 
@@ -88,12 +88,8 @@ def test_on_executor_pods_each_executor_gets_the_lanes_slots_and_turns_and_asks_
     assert executor_lane(True, conf) == (Lane(True, 2, 16), {
         "spark.executor.cores": "16", "spark.kubernetes.executor.request.cores": "2",
         "spark.default.parallelism": "6"})
-    # bulk tasks at once: the whole cores the pod is guaranteed, at least one, at most its cores
-    for request, bulk in (("500m", 1), ("1.5", 1), ("2", 2), ("8", 2)):
-        lane, changed = executor_lane(True, conf | {"spark.kubernetes.executor.request.cores": request})
-        assert changed["spark.kubernetes.executor.request.cores"] == request and lane == Lane(True, bulk, 16), request
-    with pytest.raises(ValueError, match=r"request\.cores='lots'"):
-        executor_lane(True, conf | {"spark.kubernetes.executor.request.cores": "lots"})
+    lane, changed = executor_lane(True, conf | {"spark.kubernetes.executor.request.cores": "500m"})
+    assert changed["spark.kubernetes.executor.request.cores"] == "500m" and lane.bulk_tasks == 2
     # fifo and fair (no gate) and the knob: Spark's own slots, nothing changed
     assert executor_lane(False, conf) == (Lane(False, 0, 2), {})
     monkeypatch.setenv(LANE_ENV, "0")
