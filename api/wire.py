@@ -68,6 +68,18 @@ class BatchCosts(Answer):
     batches: int = Field(default=0, ge=0)
     interval_ms: float | None = None
     """The interval in force."""
+    driver_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """The batch's work on the driver's thread (offsets, planning, between jobs), from its quieter
+    batches; with the task figures below, what the what-if's model of the cores runs (None: no
+    stage times yet)."""
+    task_cpu_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """Task CPU a batch costs whatever its rows (core-milliseconds: no wait for a core in it)."""
+    task_cpu_per_row_us: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """Task CPU each input row adds (core-microseconds)."""
+    tasks: int | None = Field(default=None, ge=1)
+    """Tasks a batch's widest stage has: the cores it can use at once."""
+    fit: str = ""
+    """One sentence: the batches the work figures came from and how they were fitted."""
 
 
 class StageTimes(Answer):

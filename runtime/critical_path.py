@@ -47,6 +47,11 @@ class BatchTimeline:
     """Input rows (not on the path; with useful_seconds, DS2's true rate)."""
     useful_seconds: float = 0.0
     """Task run time minus shuffle fetch wait over the batch's stages."""
+    cpu_seconds: float = 0.0
+    """Task CPU time over the batch's stages: its work on the executors' cores, without the time
+    its tasks waited for a core (what the what-if's cost fit reads)."""
+    tasks: int = 0
+    """The most tasks any of its stages had: how many cores the batch can use at once."""
     committed: float | None = None
     """Wall-clock time the batch's sink write completed (the gate's clock)."""
     latency: float | None = None
@@ -95,6 +100,15 @@ def critical_path(batch: BatchTimeline) -> list[tuple[str, float]]:
     total = ms.get("triggerExecution", 0) / 1000
     add("other", total - sum(seconds for _, seconds in segments))
     return segments
+
+
+DRIVER_WORK = ("offsets", "planning", "driver")
+"""The critical path's activities done on the driver's thread (the commit is timed apart)."""
+
+
+def driver_seconds(path: list[tuple[str, float]]) -> float:
+    """Seconds a batch's critical path spent on the driver's own work (`DRIVER_WORK`)."""
+    return sum(seconds for label, seconds in path if label in DRIVER_WORK)
 
 
 def shares(paths: Iterable[list[tuple[str, float]]]) -> dict[str, float]:

@@ -17,11 +17,15 @@ from sluice.api.query import StreamingQuery
 from sluice.api.wire import BatchCosts, Load, QueryPhase, QueryStatus, SchedulerMode, StageTimes
 from sluice.scheduler import intervals
 from sluice.scheduler.core import Completion, Grant
+from sluice.scheduler.costs import fit_work
 from sluice.scheduler.policies import QuerySpec
 
-from .critical_path import BatchTimeline, bottleneck, critical_path, shares
+from .critical_path import BatchTimeline, bottleneck, critical_path, driver_seconds, shares
 from .kafka_lag import SourceOffsets
 from .latency import LatencyWindow
+
+Traced = tuple[BatchTimeline, list[tuple[str, float]]]
+"""A batch and its critical path."""
 
 RECENT_BATCHES = 32
 """Batches whose timelines (critical path, DS2 load) are kept per query."""
@@ -139,6 +143,15 @@ class HostedQuery:
                 out.append((int(t.rows), max(cost, 0.0)))
         return out
 
+    def paths(self) -> list[Traced]:
+        """Recent batches with both progress and stage times, each with its critical path."""
+        return [(t, critical_path(t)) for t in self.timelines.values() if t.durations_ms and t.stages]
+
+    def work_samples(self, paths: list[Traced]) -> list[tuple[int, float, float, int]]:
+        """(input rows, driver seconds, task CPU seconds, tasks) of the batches of `paths` with task CPU."""
+        return [(int(t.rows), driver_seconds(path), t.cpu_seconds, t.tasks) for t, path in paths
+                if t.rows > 0 and t.cpu_seconds > 0]
+
     def recent_commit(self) -> float:
         """Median offset commit time over the recent batches (0 before any)."""
         commits = sorted(t.durations_ms["commitOffsets"] / 1000 for t in self.timelines.values()
@@ -168,10 +181,10 @@ class HostedQuery:
         self.memory.extend(rows)
         del self.memory[: max(0, len(self.memory) - MEMORY_ROWS)]
 
-    def path_shares(self) -> tuple[dict[str, float], int]:
+    def path_shares(self, paths: list[Traced] | None = None) -> tuple[dict[str, float], int]:
         """Shares of the critical path over recent batches with both progress and stage times."""
-        paths = [critical_path(t) for t in self.timelines.values() if t.durations_ms and t.stages]
-        return shares(paths), len(paths)
+        found = self.paths() if paths is None else paths
+        return shares(path for _, path in found), len(found)
 
     def measured_load(self) -> Load:
         """Input rows and useful task seconds summed over recent batches that have both."""
@@ -183,7 +196,8 @@ class HostedQuery:
     def status(self, now: float, gated: bool) -> QueryStatus:
         """The query's status at `now`; `gated`: the host has a scheduler (else 'ungated')."""
         summary = self.window.summary(now)
-        path, measured = self.path_shares()
+        paths = self.paths()
+        path, measured = self.path_shares(paths)
         return QueryStatus(
             phase=self.phase, message=self.message,
             p50_ms=_ms(summary.p50), p99_ms=_ms(summary.p99), max_ms=_ms(summary.maximum),
@@ -203,24 +217,29 @@ class HostedQuery:
             interval_ms=None if self.interval is None else round(self.interval * 1000, 1),
             interval_reason=self.interval_reason, interval_restarts=len(self.interval_passes),
             execution=self.execution, execution_reason=self.execution_reason,
-            reserved_slots=self.reserved_slots, costs=self.costs(),
+            reserved_slots=self.reserved_slots, costs=self.costs(paths),
             critical=self.query.spec.sla.critical,
             trigger_ms=None if self.query.spec.trigger is None else self.query.spec.trigger.interval.seconds * 1000,
             window_ms=None if self.spec.window_size is None else self.spec.window_size * 1000,
             watermark_delay_ms=self.spec.watermark_delay * 1000,
         )
 
-    def costs(self) -> BatchCosts | None:
+    def costs(self, paths: list[Traced] | None = None) -> BatchCosts | None:
         """The batches' fixed and per-row cost, commit and input rate, as the interval choice
         measures them; None before 3 measured batches."""
         found = intervals.measured(self.batch_costs(), self.input_rate, self.recent_gate_wait(), self.recent_commit())
         if found is None:
             return None
+        work = fit_work(self.work_samples(self.paths() if paths is None else paths))
         try:
             return BatchCosts(fixed_ms=round(found.fixed * 1000, 3), per_row_us=round(found.per_row * 1e6, 4),
                               commit_ms=round(found.commit * 1000, 3), queueing_ms=round(found.queueing * 1000, 3),
                               input_rate=round(found.rate, 3), batches=len(self.batch_costs()),
-                              interval_ms=None if self.interval is None else round(self.interval * 1000, 1))
+                              interval_ms=None if self.interval is None else round(self.interval * 1000, 1),
+                              driver_ms=None if work is None else round(work.driver * 1000, 3),
+                              task_cpu_ms=None if work is None else round(work.task_fixed * 1000, 3),
+                              task_cpu_per_row_us=None if work is None else round(work.task_per_row * 1e6, 4),
+                              tasks=None if work is None else work.tasks, fit="" if work is None else work.how)
         except ValidationError:  # BatchCosts' bounds: a status never fails on a figure Spark reported as NaN
             return None
 

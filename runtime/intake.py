@@ -159,6 +159,8 @@ class Intake:
                 hosted.stages[f"{stage.stage_id}:{name}"] = round(stage.useful_seconds, 4)
                 timeline = hosted.timeline(stage.batch_id)
                 timeline.useful_seconds += stage.useful_seconds
+                timeline.cpu_seconds += stage.cpu_seconds
+                timeline.tasks = max(timeline.tasks, stage.tasks)
                 if stage.span is not None:
                     timeline.stages.append(stage.span)
                 labels = query_labels(stage.query)

@@ -138,6 +138,7 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
     )
     with contextlib.ExitStack() as stack:
         gate: Gatekeeper | None = None
+        capacity: int | None = None
         if mode.gated:
             # Work-conserving by default: a Spark batch is many tasks, so capping whole batches at the
             # core count starves far-deadline queries and costs throughput. The gate orders requests
@@ -148,11 +149,11 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
                 gate = SchedulerClient(stack.enter_context(sidecar(options.policy, capacity, workdir / "scheduler.log")))
             else:
                 gate = LocalScheduler(Scheduler(options.policy, capacity=capacity))
-        return _run(queries, options, config, gate, lane, master)
+        return _run(queries, options, config, gate, lane, master, capacity)
 
 
 def _run(queries: list[StreamingQuery], options: RunOptions, config: SessionConfig, gate: Gatekeeper | None,
-         lane: Lane, master: str) -> dict[str, Any]:
+         lane: Lane, master: str, capacity: int | None = None) -> dict[str, Any]:
     spark = build_session(config)
     mode = mode_of(options.policy)
     started = time.time()
@@ -190,7 +191,8 @@ def _run(queries: list[StreamingQuery], options: RunOptions, config: SessionConf
                               "started_at": started, "cores": os.cpu_count() or 1, "queries": per_query,
                               "spark": {"master": master, "urgent_lane": options.urgent_lane, "lane_on": lane.on,
                                         "bulk_tasks": lane.bulk_tasks},
-                              "gate": options.gate if gate is not None else "none", "drain": drained}
+                              "gate": options.gate if gate is not None else "none", "drain": drained,
+                              "gate_capacity": capacity}
     with host.lock:
         phases = {key: hosted.phase_quantiles() for key, hosted in host.queries.items()}
     for key, status in statuses.items():

@@ -47,6 +47,8 @@ class StageCost:
     """Epoch seconds; with first_task and completed: the stage's place on the batch's timeline."""
     first_task: float = 0.0
     completed: float = 0.0
+    tasks: int = 0
+    """The stage's tasks (its partitions): how many cores it can use at once."""
 
     @property
     def span(self) -> StageSpan | None:
@@ -98,7 +100,7 @@ def parse_stages(stages: list[dict[str, Any]], seen: Container[StageAttempt]) ->
             stage.get("executorRunTime", 0) / 1000, stage.get("executorCpuTime", 0) / 1e9,
             stage.get("shuffleFetchWaitTime", 0) / 1000, int(stage.get("inputRecords", 0)),
             int(stage.get("shuffleReadRecords", 0)), spark_time(stage.get("submissionTime")), spark_time(stage.get("firstTaskLaunchedTime")),
-            spark_time(stage.get("completionTime")),
+            spark_time(stage.get("completionTime")), int(stage.get("numTasks", 0)),
         ))
     return sorted(out, key=lambda s: s.stage_id)
 

@@ -210,3 +210,50 @@ class CostModel:
 
     def forget(self, query: str) -> None:
         self._queries.pop(query, None)
+
+
+DRIVER_QUANTILE = 0.25
+"""The quantile of recent batches' driver seconds taken as a batch's driver work: the quieter
+batches, whose driver thread shared the cores least (the busier ones carry others' work in it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """What a query's batch costs as work, contention left out (what-if's model of the cores).
+
+    `driver`: seconds on the driver's one thread (offsets, planning, the driver between jobs);
+    task work in core-seconds (Spark's task CPU time, which a task waiting for a core does not
+    accrue): `task_fixed + task_per_row x rows`, spread over `tasks` tasks."""
+
+    driver: float
+    task_fixed: float
+    task_per_row: float
+    tasks: int
+    batches: int
+    how: str
+    """One sentence: the fit's input and what it produced."""
+
+
+def fit_work(batches: list[tuple[int, float, float, int]]) -> Work | None:
+    """Work from recent batches' (input rows, driver seconds, task CPU seconds, tasks); None
+    before 3 batches with task CPU.
+
+    The driver's part is the `DRIVER_QUANTILE` of the batches' driver seconds. Task CPU goes on a
+    line through the rows once batch sizes differ 3x or more (`fit_line`); until then it is all
+    taken as growing with the rows (the median CPU a row), the cautious split."""
+    done = [(r, d, c, t) for r, d, c, t in batches if r > 0 and c > 0]
+    if len(done) < 3:
+        return None
+    drivers = sorted(max(d, 0.0) for _, d, _, _ in done)
+    driver = ranked_quantile(drivers, DRIVER_QUANTILE)
+    tasks = sorted(max(t, 1) for *_, t in done)[len(done) // 2]
+    line = fit_line([(r, c) for r, _, c, _ in done])
+    if line is not None:
+        task_fixed, per_row = line
+        split = "a line through rows and task CPU"
+    else:
+        task_fixed, per_row = 0.0, sorted(c / r for r, _, c, _ in done)[len(done) // 2]
+        split = "the median task CPU a row (batch sizes alike: all of it taken as growing with the rows)"
+    how = (f"{len(done)} batches: driver {driver * 1000:.0f} ms (their {DRIVER_QUANTILE * 100:.0f}th percentile), "
+           f"{split}: {task_fixed * 1000:.1f} ms + {per_row * 1e6:.2f} µs a row over {tasks} task(s)")
+    return Work(driver, task_fixed, per_row, tasks, len(done), how)

@@ -6,11 +6,14 @@ A discrete-event simulation in simulated seconds from 0. It drives the scheduler
 interval change per lifecycle check): nothing here re-implements them. What is modelled, so its
 limits are plain:
 
-- **Slots.** The pool has executors x cores per executor slots; the gate grants at most that many
-  batches at once and a granted batch holds one slot for its cost, `fixed + per_row x rows` (the
-  query's own figures: recorded by `sluice run --report`, or declared). Spark spreading one
-  batch's tasks over idle cores, and batches slowing each other on shared cores, are not modelled:
-  costs recorded on a busy machine carry that contention in them.
+- **Cores** (`cores.Cores`). The gate grants at most `Pool.gate` batches at once. A granted
+  batch's work is its driver's (one thread) and then its tasks' (core-seconds over its tasks),
+  the query's recorded work (`sluice run --report`'s driver and task CPU, contention left out);
+  the running batches' threads share the pool's cores and Spark's task slots, so batches slow
+  each other as they do on shared cores. A query with only `fixed` and `per_row` (declared, or
+  recorded before the work figures) is one thread's work of `fixed + per_row x rows`: on a pool
+  where no thread ever shares a core this is the slot model of before, a batch holding one slot
+  for its cost.
 - **Triggers** (Spark's processing-time trigger). A batch starts at its predecessor's start plus
   the interval, or at once when the predecessor ran past that; it reads every row produced up to
   its start. A stateless query skips a trigger that finds no rows. After its action the batch
@@ -35,13 +38,14 @@ import math
 import statistics
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sluice.api.constants import GRID, MASSES
 from sluice.api.scenario import Burst
 
 from . import intervals
 from .core import Completion, Scheduler
+from .cores import Cores, Job, fits
 from .policies import BatchRequest, QuerySpec
 
 CRITICAL_GOAL = 0.99
@@ -88,10 +92,25 @@ class SimQuery:
     """Distinct keys: output rows of each window."""
     weight: float = 1.0
     """The tenant's weight under `fair`."""
+    driver: float | None = None
+    """Seconds of a batch's work on the driver's thread; None: the query has `fixed` and
+    `per_row` only (one thread's work of `fixed + per_row x rows`)."""
+    task_fixed: float = 0.0
+    """Core-seconds of task work a batch costs whatever its rows (with `driver`)."""
+    task_per_row: float = 0.0
+    """Core-seconds of task work each input row adds (with `driver`)."""
+    tasks: int = 1
+    """Tasks a batch's work spreads over (with `driver`)."""
 
     @property
     def goal(self) -> float:
         return CRITICAL_GOAL if self.critical else GOAL
+
+    def work(self, rows: float) -> Job:
+        """A batch of `rows` as work on the cores."""
+        if self.driver is None:
+            return Job(self.key, 0.0, self.fixed + self.per_row * rows, 1)
+        return Job(self.key, self.driver, self.task_fixed + self.task_per_row * rows, max(self.tasks, 1))
 
     def produced(self, t: float) -> float:
         """Rows produced by simulated time t (the load generator's integral: `LoadPlan.expected`)."""
@@ -128,10 +147,31 @@ class Pool:
     """The scheduler's aging bound (seconds)."""
     reserved: int = 0
     """Slots held outside the micro-batch schedule (Real-time queries hold theirs whole)."""
+    capacity: int | None = None
+    """Batches the gate grants at once; None: one a core (`slots`)."""
+    task_slots: int | None = None
+    """Spark's task slots in all (e.g. 16 for `local[16]`); None: one a core."""
+    driver_shares: bool = False
+    """The driver's thread shares the executors' cores (a local master); else it has its own."""
 
     @property
     def slots(self) -> int:
         return max(self.executors * self.cores_per_executor - self.reserved, 0)
+
+    @property
+    def gate(self) -> int:
+        """Batches granted at once."""
+        return self.slots if self.capacity is None else self.capacity
+
+    def cores(self) -> Cores:
+        """The micro-batches' cores and task slots (Real-time queries hold theirs)."""
+        slots = self.executors * self.cores_per_executor if self.task_slots is None else self.task_slots
+        return Cores(self.slots, max(slots - self.reserved, 1), self.driver_shares)
+
+    def scaled(self, executors: int) -> Pool:
+        """The same pool with `executors` executors (Spark's task slots scale with them)."""
+        slots = None if self.task_slots is None else max(self.task_slots * executors // max(self.executors, 1), 1)
+        return replace(self, executors=executors, task_slots=slots)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +280,8 @@ class _Batch:
     windows: list[float]
     """Ends of the windows it emits."""
     granted: float | None = None
+    cost: float = 0.0
+    """Seconds from its grant to the end of its work (its action)."""
 
 
 @dataclass(slots=True)
@@ -263,7 +305,7 @@ class _State:
     """Input rate of the last batch (Spark's inputRowsPerSecond)."""
 
 
-_TRIGGER, _DONE, _DISPATCH, _CHECK = 0, 1, 2, 3
+_TRIGGER, _DONE, _DISPATCH, _CHECK, _WORKED = 0, 1, 2, 3, 4
 
 
 def first_interval(query: SimQuery) -> tuple[float, str]:
@@ -285,7 +327,13 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
     keys = [q.key for q in queries]
     if len(set(keys)) != len(keys):
         raise ValueError("each query may appear once")
-    scheduler = Scheduler(pool.policy, capacity=pool.slots, max_wait=pool.max_wait)
+    if pool.gate < 1:
+        raise ValueError("the gate must grant at least one batch at once")
+    scheduler = Scheduler(pool.policy, capacity=pool.gate, max_wait=pool.max_wait)
+    cores = pool.cores()
+    shared: Cores | None = None if fits(cores.cores, cores.task_slots, pool.gate,
+                                        max((q.tasks if q.driver is not None else 1 for q in queries), default=1)) else cores
+    shared_generation = 0
     states: dict[str, _State] = {}
     results: dict[str, QueryResult] = {}
     events: list[tuple[float, int, int, str, int]] = []
@@ -327,12 +375,37 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
             if batch is None or batch.batch_id != grant.batch_id:
                 continue
             batch.granted = now
-            cost = state.query.fixed + state.query.per_row * batch.rows
-            push(now + cost + state.query.commit, _DONE, grant.query, state.generation)
+            job = state.query.work(batch.rows)
+            if shared is None:  # no thread ever shares a core: the batch runs at full speed
+                batch.cost = job.driver + job.work / job.tasks
+                push(now + batch.cost + state.query.commit, _DONE, grant.query, state.generation)
+            else:
+                shared.start(now, job)
+                share(now)
         until = scheduler.hold_until
         if until is not None and (hold_at is None or until < hold_at or hold_at <= now):
             hold_at = until
             push(until, _DISPATCH)
+
+    def share(now: float) -> None:
+        """After a change on the shared cores: the event for the next phase end."""
+        nonlocal shared_generation
+        assert shared is not None
+        shared_generation += 1
+        end = shared.next_end()
+        if end is not None:
+            push(max(end, now), _WORKED, "", shared_generation)
+
+    def worked(now: float) -> None:
+        """Batches whose work ended: each commits, then is done."""
+        assert shared is not None
+        for job in shared.advance(now):
+            state = states[job.key]
+            batch = state.batch
+            assert batch is not None and batch.granted is not None
+            batch.cost = now - batch.granted
+            push(now + state.query.commit, _DONE, job.key, state.generation)
+        share(now)
 
     def trigger(state: _State, now: float) -> None:
         query = state.query
@@ -355,7 +428,7 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
     def done(state: _State, now: float) -> None:
         query, batch = state.query, state.batch
         assert batch is not None and batch.granted is not None
-        cost = query.fixed + query.per_row * batch.rows
+        cost = batch.cost
         scheduler.complete(Completion(query.key, batch.batch_id, cost, round(batch.rows), tail=query.commit))
         result = results[query.key]
         result.batches += 1
@@ -438,6 +511,10 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
         if kind == _DISPATCH:
             dispatch(now)
             continue
+        if kind == _WORKED:
+            if generation == shared_generation:
+                worked(now)
+            continue
         state = states[key]
         if generation != state.generation:
             continue  # a trigger from before a restart
@@ -464,7 +541,7 @@ def size(queries: Sequence[SimQuery], pool: Pool, options: Options, least: int, 
     runs: dict[int, Result] = {}
 
     def holds(n: int) -> bool:
-        at = Pool(n, pool.cores_per_executor, pool.policy, pool.max_wait, pool.reserved)
+        at = pool.scaled(n)
         if at.slots < 1:  # the reserved slots take them all
             return False
         if n not in runs:

@@ -43,6 +43,14 @@ def test_run_with_duration_writes_the_report(tmp_path: Path, gate: str) -> None:
     # what `sluice simulate --costs` reads: measured, and enough to simulate the query again
     costs = query["costs"]
     assert costs["fixed_ms"] > 0 and costs["per_row_us"] >= 0 and costs["input_rate"] > 0 and costs["batches"] >= 3
+    # the batch as work on the cores, from Spark's stage times: the driver's part is a part of a
+    # batch's own cost (bounded here by a batch of a whole second's input; at a 200 ms trigger they
+    # read less), task CPU is in it, and the fit says what it came from
+    assert 0 < costs["driver_ms"] <= costs["fixed_ms"] + costs["per_row_us"] * 1e-3 * costs["input_rate"]
+    assert costs["task_cpu_ms"] + costs["task_cpu_per_row_us"] > 0 and costs["tasks"] >= 1
+    assert "batches: driver" in costs["fit"]
+    # the Spark setup the simulation shares the cores of: the gate's batches at once, the master
+    assert result["gate_capacity"] >= 1 and result["spark"]["master"].startswith("local[")
     sim = subprocess.run([sys.executable, "-m", "sluice", "simulate", "-f", str(ROOT / "examples" / "fraud-filter.yaml"),
                           "--costs", str(report), "--executors", "1", "--duration", "1m"],
                          capture_output=True, text=True, timeout=120)

@@ -118,3 +118,37 @@ def test_bad_input_is_one_sentence() -> None:
         simulate([filter_query(fixed=-1.0)], Pool(1), Options(duration=1))
     with pytest.raises(ValueError, match="once"):
         simulate([filter_query(), filter_query()], Pool(1), Options(duration=1))
+
+
+def test_batches_granted_together_share_the_cores_instead_of_queueing_for_a_slot() -> None:
+    # two filters of 0.6 s batches, their first batch at 5 s (500 rows each, produced over 0..5 s):
+    # with one slot the second waits, commits at 6.2 and the first at 5.6 (p50 3.1 and 3.7 s);
+    # a gate of two on one core runs both at half speed: both commit at 6.2 s (p50 3.7 s)
+    pair = [filter_query(key="a/f", sla=10.0, fixed=0.6, commit=0.0, trigger=5.0),
+            filter_query(key="b/f", tenant="b", sla=10.0, fixed=0.6, commit=0.0, trigger=5.0)]
+    options = Options(duration=6.5)
+
+    def p50s(pool: Pool) -> list[float]:
+        result = simulate(pair, pool, options)
+        return sorted(q.quantile(0.5) or 0.0 for q in result.queries.values())
+
+    queued = p50s(Pool(1))
+    assert 3.1 <= queued[0] <= 3.1 * 1.02 and 3.7 <= queued[1] <= 3.7 * 1.02
+    shared = p50s(Pool(1, capacity=2))
+    assert all(3.7 <= p <= 3.7 * 1.02 for p in shared)
+
+
+def test_a_batch_with_driver_and_task_work_spreads_its_tasks_over_the_cores() -> None:
+    # 0.2 s on the driver, then 0.4 core-seconds over 2 tasks on 2 cores: 0.4 s a batch; the
+    # batch at 5 s reads 0..5 s and commits at 5.4 (p50 2.9 s); on 1 core the tasks take 0.4 s: p50 3.1 s
+    q = filter_query(sla=10.0, fixed=9.0, commit=0.0, trigger=5.0, driver=0.2, task_fixed=0.4, tasks=2)
+    two = simulate([q], Pool(1, 2), Options(duration=6.5)).queries["a/filter"].quantile(0.5)
+    assert two is not None and 2.9 <= two <= 2.9 * 1.02  # `fixed` is not used once the work is known
+    one = simulate([q], Pool(1, 1), Options(duration=6.5)).queries["a/filter"].quantile(0.5)
+    assert one is not None and 3.1 <= one <= 3.1 * 1.02
+
+
+def test_size_scales_spark_s_task_slots_with_the_executors() -> None:
+    pool = Pool(1, 2, task_slots=16, capacity=4, driver_shares=True)
+    assert pool.scaled(3).task_slots == 48 and pool.scaled(3).capacity == 4
+    assert Pool(1, 2).scaled(3).task_slots is None

@@ -165,3 +165,29 @@ def test_bench_simulate_times_each_step_and_the_operator_s_sizing(tmp_path: Path
     assert sizing["queries"] == 30 and sizing["simulations"] >= 2 and sizing["simulated_s"] == 120.0
     assert json.loads((tmp_path / "results.json").read_text()) == result
     assert "SLA-aware sizing of 30 queries" in (tmp_path / "summary.txt").read_text()
+
+
+def test_a_recording_s_work_and_spark_setup_drive_the_shared_cores(tmp_path: Path) -> None:
+    from sluice.cli.whatif import Setup, read_costs, recorded_setup
+
+    report = tmp_path / "report.json"
+    costs = {"fixed_ms": 150.0, "per_row_us": 20.0, "commit_ms": 0.0, "input_rate": 200.0}
+    work = {"driver_ms": 80.0, "task_cpu_ms": 10.0, "task_cpu_per_row_us": 50.0, "tasks": 2,
+            "fit": "12 batches: ..."}
+    report.write_text(json.dumps({"cores": 2, "gate_capacity": 4, "spark": {"master": "local[16]"},
+                                  "queries": {"payments/fraud-filter": {"costs": {**costs, **work}}}}))
+    assert recorded_setup(report) == Setup(2, 4, 16, True)
+    assert read_costs(report, ["payments/fraud-filter"])["payments/fraud-filter"].work == (0.08, 0.01, 5e-5, 2)
+    code, out, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "1", "--duration", "1m",
+                            "--out", str(tmp_path / "out"))
+    assert code == 0, err
+    assert "1 executor(s) x 2 core(s)" in out
+    predicted = json.loads((tmp_path / "out" / "simulate.json").read_text())
+    # a 200 ms trigger reads 40 rows: 80 ms on the driver, then 12 ms of task CPU over 2 tasks
+    # (6 ms on two free cores): a row waits at most 200 + 86 ms
+    p99 = predicted["queries"]["payments/fraud-filter"]["p99_ms"]
+    assert 270 < p99 <= 292
+    old = tmp_path / "old.json"  # a report from before the work figures: the slot model as before
+    old.write_text(json.dumps({"cores": 2, "queries": {"payments/fraud-filter": {"costs": costs}}}))
+    assert recorded_setup(old) == Setup(2, None, None, False)
+    assert read_costs(old, ["payments/fraud-filter"])["payments/fraud-filter"].work is None

@@ -25,8 +25,9 @@ from sluice.api.query import Delivery, StreamingQuery
 from sluice.api.wire import QueryStatus
 
 if TYPE_CHECKING:
-    from sluice.cli.whatif import Recorded
+    from sluice.cli.whatif import Recorded, Setup
     from sluice.scheduler.simulate import Options as SimOptions
+    from sluice.scheduler.simulate import Pool as SimPool
     from sluice.scheduler.simulate import SimQuery
 
 
@@ -372,6 +373,9 @@ def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
         click.option("--warmup", help="Simulated time at the start left out of the figures (default: a --scenario's "
                                       "warm-up, else 30s)."),
         click.option("--policy", type=click.Choice(POLICIES), help=f"Scheduling policy (default: the pool's, else {DEFAULT_POLICY})."),
+        click.option("--model", type=click.Choice(["cores", "slots"]), default="cores", show_default=True,
+                     help="cores: a recording's driver and task work share the cores of its Spark setup; slots: "
+                          "each batch holds one slot for its recorded wall time (the model before 2026-11-29)."),
     ]):
         command = option(command)
     return command
@@ -383,15 +387,31 @@ class _WhatIf(NamedTuple):
     policy: str
     recorded: dict[str, Recorded]
     options: SimOptions
+    setup: Setup | None
+    """The recording's Spark setup, when it sets the pool (no --cores-per-executor, no pool)."""
+
+    def pool(self, executors: int) -> SimPool:
+        """The simulated pool at `executors`: a recording's gate, task slots a core and shared
+        driver carried over (scaled by executors), else one slot a core."""
+        from sluice.scheduler.simulate import Pool
+
+        setup = self.setup
+        if setup is None:
+            return Pool(executors, self.cores, self.policy)
+        return Pool(executors, self.cores, self.policy, capacity=setup.gate,
+                    task_slots=None if setup.task_slots is None else setup.task_slots * executors,
+                    driver_shares=setup.driver_shares)
 
 
 def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | None, rates: str | None,
                    cores: int | None, policy: str | None, duration: str | None, warmup: str | None,
-                   timeline: bool = False) -> _WhatIf:
+                   timeline: bool = False, model: str = "cores") -> _WhatIf:
     """The simulation's queries, cores per executor, policy, the recording's figures and the
     simulated span; exits 1 with one sentence on bad input. Without --cores-per-executor or a
     pool, a recording's cores (one local-mode executor with all of them) set the slots per
     executor; without --duration and --warmup, a scenario's span (as `sluice bench` runs it)."""
+    from dataclasses import replace
+
     from sluice.cli import whatif
 
     if bool(files) == bool(scenario):
@@ -407,19 +427,23 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
         if rates:  # a query named here takes this load (and costs) instead of the scenario's
             loads = {**loads, **whatif.read_rates(Path(rates))}
         recorded = whatif.read_costs(Path(costs), [q.key for q in queries]) if costs else {}
+        setup = whatif.recorded_setup(Path(costs)) if costs else None
+        if model == "slots":  # each batch one slot for its wall time, on one slot a core
+            recorded = {key: replace(found, work=None) for key, found in recorded.items()}
+            setup = None if setup is None else whatif.Setup(setup.cores)
         sims = whatif.sim_queries(queries, loads, recorded)
-        from_run = whatif.recorded_cores(Path(costs)) if costs else None
     except whatif.WhatIfError as error:
         click.echo(str(error), err=True)
         sys.exit(1)
-    chosen_cores = cores or (pool.spec.executor.cores if pool else None) or from_run or 1
+    from_run = None if cores or pool else setup
+    chosen_cores = cores or (pool.spec.executor.cores if pool else None) or (from_run.cores if from_run else 1)
     chosen_policy = policy or (pool.spec.policy if pool else None) or DEFAULT_POLICY
     from sluice.scheduler.simulate import Options
 
     seconds = _duration(duration, "--duration") or span[0]
     skipped = _duration(warmup, "--warmup")
     options = Options(duration=seconds, warmup=span[1] if skipped is None else skipped, timeline=timeline)
-    return _WhatIf(sims, chosen_cores, chosen_policy, recorded, options)
+    return _WhatIf(sims, chosen_cores, chosen_policy, recorded, options, from_run)
 
 
 @main.command()
@@ -427,17 +451,18 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
 @click.option("--executors", type=click.IntRange(1, 100_000), required=True, help="Executors in the pool.")
 @click.option("--out", type=click.Path(file_okay=False), help="Also write simulate.json, summary.txt and simulate.png here.")
 def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, cores: int | None, costs: str | None,
-             rates: str | None, duration: str | None, warmup: str | None, policy: str | None, executors: int, out: str | None) -> None:
+             rates: str | None, duration: str | None, warmup: str | None, policy: str | None, model: str, executors: int,
+             out: str | None) -> None:
     """Predict each query's p50, p99 and SLA attainment in one pool before deploying (a simulation)."""
     from sluice.cli import whatif
-    from sluice.scheduler.simulate import Pool
     from sluice.scheduler.simulate import simulate as run_simulation
 
-    queries, per_executor, chosen, recorded, options = _whatif_inputs(
-        (*files, *more), scenario, costs, rates, cores, policy, duration, warmup, timeline=out is not None)
+    inputs = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy, duration, warmup,
+                            timeline=out is not None, model=model)
+    queries, recorded, options = inputs.queries, inputs.recorded, inputs.options
     click.echo(f"simulating {len(queries)} queries on {executors} executor(s) for {options.duration:g}s of pool time ...",
                err=True)
-    result = run_simulation(queries, Pool(executors, per_executor, chosen), options)
+    result = run_simulation(queries, inputs.pool(executors), options)
     click.echo(whatif.table(result, queries, recorded))
     missed = [k for k, r in result.queries.items() if not r.kept]
     click.echo(f"every SLA kept at {executors} executor(s)." if not missed
@@ -454,16 +479,16 @@ def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None
 @click.option("--utilization", type=click.FloatRange(0.01, 1), default=0.7, show_default=True,
               help="DS2's utilization target (the pool's autoscaling.utilization).")
 def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, cores: int | None, costs: str | None,
-         rates: str | None, duration: str | None, warmup: str | None, policy: str | None, max_executors: int, utilization: float) -> None:
+         rates: str | None, duration: str | None, warmup: str | None, policy: str | None, model: str, max_executors: int,
+         utilization: float) -> None:
     """The fewest executors that keep every SLA (simulated), beside DS2's count that sustains the rates."""
     from sluice.cli import whatif
     from sluice.operator.autoscaler import ds2_executors
-    from sluice.scheduler.simulate import Pool
     from sluice.scheduler.simulate import Result as SimResult
     from sluice.scheduler.simulate import size as search
 
-    queries, per_executor, chosen, _, options = _whatif_inputs(
-        (*files, *more), scenario, costs, rates, cores, policy, duration, warmup)
+    inputs = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy, duration, warmup, model=model)
+    queries, per_executor, options = inputs.queries, inputs.cores, inputs.options
     ds2, why = ds2_executors(queries, per_executor, utilization)
     def step(n: int, result: SimResult) -> None:  # progress: one line per simulated pool, as it is made
         worst = result.worst()
@@ -472,14 +497,14 @@ def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, co
 
     click.echo(f"simulating {len(queries)} queries for {options.duration:g}s of pool time per executor count ...",
                err=True)
-    found, runs = search(queries, Pool(1, per_executor, chosen), options, 1, max_executors, on_step=step)
+    found, runs = search(queries, inputs.pool(1), options, 1, max_executors, on_step=step)
     click.echo(f"DS2 (sustains the rates): {ds2} executor(s) of {per_executor} core(s): {why}")
     if found is None:
         click.echo(f"SLAs: not kept even at {max_executors} executor(s) (--max-executors); "
                    f"the simulated schedule at {max_executors}:")
         click.echo(whatif.table(runs[max_executors], queries))
         sys.exit(EXIT_SLA_MISSED)
-    click.echo(f"SLAs (keeps every SLA, simulated under {chosen}): {found} executor(s).")
+    click.echo(f"SLAs (keeps every SLA, simulated under {inputs.policy}): {found} executor(s).")
     if found > ds2:
         click.echo(f"The SLAs decide: {found} executors, {found - ds2} more than DS2's {ds2}, because at {ds2} "
                    "the queued batches' waits put some query below its goal.")

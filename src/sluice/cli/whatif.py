@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,22 @@ class Recorded:
     p99: float | None = None
     """What the recorded run measured: p99 latency (s) and the share of rows within the SLA."""
     attainment: float | None = None
+    work: tuple[float, float, float, int] | None = None
+    """(driver s, task CPU s, task CPU s a row, tasks): the batch as work on the cores, when the
+    run recorded its stage times."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """The Spark setup a recording ran on, as the simulation's pool takes it."""
+
+    cores: int
+    gate: int | None = None
+    """Batches its gate granted at once."""
+    task_slots: int | None = None
+    """Spark's task slots (`local[N]`'s N)."""
+    driver_shares: bool = False
+    """A local master: the driver shared the cores with the tasks."""
 
 
 def _yaml(path: Path) -> Any:
@@ -123,8 +140,11 @@ def read_costs(path: Path, known: Sequence[str]) -> dict[str, Recorded]:
             raise WhatIfError(_costs_problem(path, key, error)) from None
         fixed, per_row, commit = costs.fixed_ms / 1000, costs.per_row_us / 1e6, costs.commit_ms / 1000
         rate = costs.input_rate
+        work = None
+        if costs.driver_ms is not None and costs.task_cpu_ms is not None and costs.task_cpu_per_row_us is not None:
+            work = (costs.driver_ms / 1000, costs.task_cpu_ms / 1000, costs.task_cpu_per_row_us / 1e6, costs.tasks or 1)
         out[key] = Recorded(fixed, per_row, commit, rate, _number(entry.get("p99_ms"), 1000),
-                            _number(entry.get("attainment"), 1))
+                            _number(entry.get("attainment"), 1), work)
     return out
 
 
@@ -142,9 +162,25 @@ def _costs_problem(path: Path, key: str, error: ValidationError) -> str:
 
 def recorded_cores(path: Path) -> int | None:
     """The cores the recorded run had (its task slots in local mode), if the report says."""
+    setup = recorded_setup(path)
+    return None if setup is None else setup.cores
+
+
+_LOCAL = re.compile(r"local\[(\d+|\*)\]")
+
+
+def recorded_setup(path: Path) -> Setup | None:
+    """The recorded run's cores, gate and Spark master, if the report says (`sluice run --report`)."""
     raw = _yaml(path)
     cores = raw.get("cores") if isinstance(raw, dict) else None
-    return cores if isinstance(cores, int) and cores > 0 else None
+    if not isinstance(cores, int) or cores <= 0:
+        return None
+    gate = raw.get("gate_capacity")
+    spark = raw.get("spark")
+    master = spark.get("master") if isinstance(spark, dict) else None
+    local = _LOCAL.fullmatch(master) if isinstance(master, str) else None
+    slots = None if local is None else cores if local.group(1) == "*" else int(local.group(1))
+    return Setup(cores, gate if isinstance(gate, int) and gate > 0 else None, slots, local is not None)
 
 
 def _number(value: Any, scale: float) -> float | None:
@@ -179,12 +215,16 @@ def sim_queries(queries: Sequence[StreamingQuery], loads: Mapping[str, DeclaredL
         mark = next((s.watermark for s in spec.pipeline if s.watermark is not None), None)
         trigger = (load.trigger.seconds if load and load.trigger is not None
                    else spec.trigger.interval.seconds if spec.trigger is not None else None)
+        declared = load is not None and (load.fixed is not None or load.perRow is not None)
+        work = found.work if found is not None and not declared else None
         out.append(SimQuery(
             key, query.tenant, spec.sla.latencyTarget.seconds, rate, fixed, per_row, commit,
             tuple(Burst(b.at.seconds, b.length.seconds, b.factor) for b in (load.bursts if load else [])),
             critical=spec.sla.critical or (load.critical if load else False), trigger=trigger,
             window=window.size.seconds if window else None, delay=mark.delay.seconds if mark else 0.0,
             keys=load.keys if load else 100))
+        if work is not None:  # the recorded run's work on the cores: the simulation shares them
+            out[-1] = replace(out[-1], driver=work[0], task_fixed=work[1], task_per_row=work[2], tasks=work[3])
     return out
 
 

@@ -1,0 +1,38 @@
+"""`sluice.bench.validate`: the harness's figures beside a recording's costs, and the table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sluice.bench.validate import judged_report, main, table
+
+
+def test_the_harness_s_figures_replace_the_runtime_s_and_both_stay() -> None:
+    report = {"cores": 2, "queries": {"a/f": {"p99_ms": 300.0, "attainment": 1.0, "costs": {"fixed_ms": 1.0}}}}
+    results = {"sitting": {"python_ms": 3.0}, "policies": {"cameo": {"a/f": {"p99_ms": 900.0, "attainment": 0.8}}}}
+    merged = judged_report(report, results, "cameo")
+    entry = merged["queries"]["a/f"]
+    assert (entry["p99_ms"], entry["attainment"]) == (900.0, 0.8)
+    assert (entry["runtime_p99_ms"], entry["runtime_attainment"]) == (300.0, 1.0)
+    assert merged["sitting"] == {"python_ms": 3.0} and entry["costs"] == {"fixed_ms": 1.0}
+    assert report["queries"]["a/f"]["p99_ms"] == 300.0  # the recording itself is left as it was
+    with pytest.raises(ValueError, match="policy 'fifo'"):
+        judged_report(report, results, "fifo")
+    with pytest.raises(ValueError, match="query a/f"):
+        judged_report(report, {"policies": {"cameo": {}}}, "cameo")
+
+
+def test_the_table_counts_the_queries_within_the_goal(tmp_path: Path) -> None:
+    for model, error, points in (("cores", 0.2, -4.0), ("slots", -0.6, 1.0)):
+        sim = tmp_path / "burst" / f"sim-{model}"
+        sim.mkdir(parents=True)
+        (sim / "simulate.json").write_text(json.dumps({"measured": {"a/f": {
+            "measured_p99_ms": 1000.0, "predicted_p99_ms": 1000.0 * (1 + error), "p99_error": error,
+            "measured_attainment": 0.9, "predicted_attainment": 0.9 + points / 100, "attainment_points": points}}}))
+    text = table(tmp_path)
+    assert "cores: 1 of 1 queries within 25% on p99" in text
+    assert "slots: 0 of 1 queries within 25% on p99" in text
+    assert main(["only-one"]) == 2

@@ -1,0 +1,98 @@
+"""`sluice.scheduler.cores` and the work fit: batches sharing a pool's cores, computed by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from sluice.runtime.critical_path import BatchTimeline, StageSpan, critical_path, driver_seconds
+from sluice.scheduler.cores import Cores, Job, fits
+from sluice.scheduler.costs import fit_work
+
+
+def test_two_one_thread_batches_on_one_core_each_run_at_half_speed() -> None:
+    cores = Cores(1, 1, driver_shares=False)
+    cores.start(0.0, Job("a", 0.0, 1.0, 1))
+    cores.start(0.0, Job("b", 0.0, 1.0, 1))
+    assert cores.next_end() == pytest.approx(2.0)
+    assert cores.advance(1.9) == []
+    assert sorted(j.key for j in cores.advance(2.0)) == ["a", "b"]
+    assert cores.running == 0 and cores.next_end() is None
+
+
+def test_a_batch_that_joins_later_slows_the_one_running() -> None:
+    # a: 2 core-seconds from 0; b: 0.5 from 1. Alone a does 1 by t=1; then each runs at half a
+    # core: b ends at 2, a has 0.5 left and ends alone at 2.5
+    cores = Cores(1, 4, driver_shares=False)
+    cores.start(0.0, Job("a", 0.0, 2.0, 1))
+    cores.start(1.0, Job("b", 0.0, 0.5, 1))
+    end = cores.next_end()
+    assert end == pytest.approx(2.0)
+    assert [j.key for j in cores.advance(end)] == ["b"]
+    end = cores.next_end()
+    assert end == pytest.approx(2.5)
+    assert [j.key for j in cores.advance(end)] == ["a"]
+
+
+def test_the_driver_shares_the_cores_only_on_a_local_master() -> None:
+    # one core: a's driver work (1 s) beside b's task work (1 core-second)
+    for shares, ends in ((True, 2.0), (False, 1.0)):
+        cores = Cores(1, 1, driver_shares=shares)
+        cores.start(0.0, Job("a", 1.0, 0.0, 1))
+        cores.start(0.0, Job("b", 0.0, 1.0, 1))
+        end = cores.next_end()
+        assert end == pytest.approx(ends)
+        assert sorted(j.key for j in cores.advance(end)) == ["a", "b"]
+
+
+def test_a_batch_s_tasks_spread_over_the_cores_after_its_driver_phase() -> None:
+    # 0.5 s on the driver, then 2 core-seconds over 2 tasks on 2 cores: 1 s more
+    cores = Cores(2, 2, driver_shares=True)
+    cores.start(0.0, Job("a", 0.5, 2.0, 2))
+    assert cores.advance(0.5) == []  # the driver phase ends; the tasks begin
+    end = cores.next_end()
+    assert end == pytest.approx(1.5)
+    assert [j.key for j in cores.advance(end)] == ["a"]
+
+
+def test_tasks_beyond_spark_s_slots_wait_for_one() -> None:
+    # 4 tasks, 4 core-seconds, 4 cores but 2 task slots: 2 run at a time, 2 s
+    cores = Cores(4, 2, driver_shares=False)
+    cores.start(0.0, Job("a", 0.0, 4.0, 4))
+    assert cores.next_end() == pytest.approx(2.0)
+    # 8 slots on 2 cores (the urgent lane's): all 4 run, each on half a core, 2 s too
+    lane = Cores(2, 8, driver_shares=False)
+    lane.start(0.0, Job("a", 0.0, 4.0, 4))
+    assert lane.next_end() == pytest.approx(2.0)
+
+
+def test_fits_says_when_no_thread_can_share_a_core() -> None:
+    assert fits(2, 2, batches=2, widest=1)
+    assert not fits(2, 2, batches=2, widest=2)
+    assert not fits(2, 16, batches=4, widest=1)
+    assert not fits(4, 2, batches=4, widest=1)
+
+
+def test_work_fit_takes_the_quieter_driver_and_task_cpu_by_the_rows() -> None:
+    alike = [(100, 0.1, 0.2, 2), (100, 0.3, 0.2, 2), (100, 0.2, 0.2, 2), (100, 0.5, 0.2, 2)]
+    work = fit_work(alike)
+    assert work is not None
+    assert work.driver == 0.2  # the 25th percentile of 0.1, 0.2, 0.3, 0.5 (nearest rank)
+    assert (work.task_fixed, work.tasks) == (0.0, 2)
+    assert work.task_per_row == pytest.approx(0.002)
+    assert "4 batches" in work.how and "200 ms" in work.how
+    spread = [(rows, 0.1, 0.05 + 0.001 * rows, 1) for rows in (100, 200, 400, 800)]
+    line = fit_work(spread)
+    assert line is not None
+    assert line.task_fixed == pytest.approx(0.05) and line.task_per_row == pytest.approx(0.001)
+    assert fit_work(alike[:2]) is None  # fewer than 3 batches with task CPU
+    assert fit_work([(100, 0.1, 0.0, 1)] * 5) is None  # no task CPU recorded
+
+
+def test_a_batch_s_driver_seconds_leave_out_the_gate_the_stages_and_the_commit() -> None:
+    # offsets 30 ms, planning 30 ms; the action 500 ms: gate 100 ms, a stage waiting 50 ms for a
+    # core and running 200 ms, the driver the other 150 ms; commit 40 ms
+    t = 1000.0
+    batch = BatchTimeline({"latestOffset": 10, "getBatch": 0, "walCommit": 20, "queryPlanning": 30, "addBatch": 500,
+                           "commitOffsets": 40, "triggerExecution": 600}, gate_wait=0.1,
+                          stages=[StageSpan("filter", t, t + 0.05, t + 0.25)])
+    assert driver_seconds(critical_path(batch)) == pytest.approx(0.03 + 0.03 + 0.15)
