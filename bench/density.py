@@ -231,6 +231,27 @@ def summarize_step(before: dict[str, Any], after: dict[str, Any], critical: set[
             "unjudged": sorted(k for k, a in attained.items() if a is None), "unjudged_classes": unjudged_classes}
 
 
+def class_path(paths: list[dict[str, float]]) -> dict[str, float]:
+    """The mean share of each activity over the queries' critical paths (pure; queries with no
+    path measured left out), largest first."""
+    measured = [p for p in paths if p]
+    totals: dict[str, float] = {}
+    for path in measured:
+        for label, share in path.items():
+            totals[label] = totals.get(label, 0.0) + share
+    return {label: round(total / len(measured), 4) for label, total in sorted(totals.items(), key=lambda kv: -kv[1])}
+
+
+def leading(row: dict[str, Any]) -> str:
+    """One line: what leads the critical queries' critical path at a step ('' if none measured)."""
+    path = row.get("critical_path_critical") or {}
+    if not path:
+        return ""
+    top = list(path.items())[:3]
+    return (f"N={row['queries']}: the critical queries' path led by " +
+            ", ".join(f"{label} {share:.0%}" for label, share in top))
+
+
 def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str, Any]]:
     from sluice.bench.scheduler import core_decision_seconds
     from sluice.testing.runtime_process import RuntimeProcess
@@ -293,6 +314,7 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                 "decision_us": round(core_decision_seconds(n, rounds=2000) * 1e6, 2),
                 "metric_series": _scrape_series(runtime.url),
                 "add_last_query_s": round(last_add, 2),
+                "critical_path_critical": class_path([s.criticalPath for k, s in statuses.items() if k in critical]),
                 "per_query": {k: {"phase": s.phase, "attainment": s.attainment, "p99_ms": s.p99_ms,
                                   "step_attainment": step_attainment(before.get(k), s),
                                   "batches": s.batches, "rows": s.rows, "output_rows": s.output_rows, "interval_ms": s.interval_ms,
@@ -306,6 +328,8 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                 f"{row['driver_cores']:.2f} cores (the machine: {row['machine_busy_cores']:.2f} of "
                 f"{os.cpu_count()} busy), {row['batches_per_s']:.1f} batches/s")
             if not row["held"]:
+                if leading(row):
+                    log(leading(row))
                 unjudged = row.get("unjudged_classes") or []
                 why = (f"no {' or '.join(unjudged)} query output a row to judge" if unjudged
                        else "an SLA broke")
@@ -389,6 +413,9 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"shared pool at N={result['capacity_queries']}: {per_query:.1f} MB per query "
                      f"({app / per_query:.1f}x below one application per query)")
     lines.append(f"capacity: {result['capacity_queries']} queries with every SLA kept")
+    broke = [r for r in result["shared"] if "held" in r and not r["held"]]
+    if broke and leading(broke[0]):
+        lines.append(f"first step that broke, {leading(broke[0])}")
     if (result.get("options") or {}).get("capacity", RUNTIME_CAPACITY) != RUNTIME_CAPACITY:
         lines.append(f"shared runtime's scheduler capacity: {result['options']['capacity']} batches at once "
                      f"(default {RUNTIME_CAPACITY})")

@@ -96,3 +96,12 @@ def test_a_scheduler_capacity_besides_the_default_is_named_in_the_summary() -> N
     assert "scheduler capacity" not in density_bench.render(result)
     refused = CliRunner().invoke(main, ["bench", "density", "--capacity", "0"])
     assert refused.exit_code == 2 and "--capacity" in refused.output and "Traceback" not in refused.output
+
+
+def test_the_critical_queries_path_is_averaged_and_its_lead_named_at_the_break() -> None:
+    path = density_bench.class_path([{"stage start": 0.4, "driver": 0.6}, {"stage start": 0.8, "gate wait": 0.2}, {}])
+    assert path == {"stage start": 0.6, "driver": 0.3, "gate wait": 0.1}  # the query with no path left out
+    assert list(path) == ["stage start", "driver", "gate wait"]
+    row = {"queries": 100, "held": False, "critical_path_critical": path}
+    assert density_bench.leading(row) == "N=100: the critical queries' path led by stage start 60%, driver 30%, gate wait 10%"
+    assert density_bench.leading({"queries": 50, "critical_path_critical": {}}) == ""
