@@ -78,6 +78,9 @@ class BatchCosts(Answer):
     """Task CPU each input row adds (core-microseconds)."""
     tasks: int | None = Field(default=None, ge=1)
     """Tasks a batch's widest stage has: the cores it can use at once."""
+    task_run_ratio: float | None = Field(default=None, ge=1, allow_inf_nan=False)
+    """Task run time to task CPU time in the quieter batches: what a task spends off the CPU
+    (I/O, shuffle and state-store writes), as a factor on its CPU."""
     fit: str = ""
     """One sentence: the batches the work figures came from and how they were fitted."""
 

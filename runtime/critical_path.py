@@ -52,6 +52,8 @@ class BatchTimeline:
     its tasks waited for a core (what the what-if's cost fit reads)."""
     tasks: int = 0
     """The most tasks any of its stages had: how many cores the batch can use at once."""
+    run_seconds: float = 0.0
+    """Task run time over the batch's stages (CPU and off-CPU time, time-slices lost included)."""
     committed: float | None = None
     """Wall-clock time the batch's sink write completed (the gate's clock)."""
     latency: float | None = None

@@ -17,7 +17,7 @@ from sluice.api.query import StreamingQuery
 from sluice.api.wire import BatchCosts, Load, QueryPhase, QueryStatus, SchedulerMode, StageTimes
 from sluice.scheduler import intervals
 from sluice.scheduler.core import Completion, Grant
-from sluice.scheduler.costs import fit_work
+from sluice.scheduler.costs import WorkSample, fit_work
 from sluice.scheduler.policies import QuerySpec
 
 from .critical_path import BatchTimeline, bottleneck, critical_path, driver_seconds, shares
@@ -147,9 +147,9 @@ class HostedQuery:
         """Recent batches with both progress and stage times, each with its critical path."""
         return [(t, critical_path(t)) for t in self.timelines.values() if t.durations_ms and t.stages]
 
-    def work_samples(self, paths: list[Traced]) -> list[tuple[int, float, float, int]]:
-        """(input rows, driver seconds, task CPU seconds, tasks) of the batches of `paths` with task CPU."""
-        return [(int(t.rows), driver_seconds(path), t.cpu_seconds, t.tasks) for t, path in paths
+    def work_samples(self, paths: list[Traced]) -> list[WorkSample]:
+        """The batches of `paths` with task CPU, as the work fit reads them."""
+        return [WorkSample(int(t.rows), driver_seconds(path), t.cpu_seconds, t.run_seconds, t.tasks) for t, path in paths
                 if t.rows > 0 and t.cpu_seconds > 0]
 
     def recent_commit(self) -> float:
@@ -239,7 +239,9 @@ class HostedQuery:
                               driver_ms=None if work is None else round(work.driver * 1000, 3),
                               task_cpu_ms=None if work is None else round(work.task_fixed * 1000, 3),
                               task_cpu_per_row_us=None if work is None else round(work.task_per_row * 1e6, 4),
-                              tasks=None if work is None else work.tasks, fit="" if work is None else work.how)
+                              tasks=None if work is None else work.tasks,
+                              task_run_ratio=None if work is None else round(work.run_ratio, 4),
+                              fit="" if work is None else work.how)
         except ValidationError:  # BatchCosts' bounds: a status never fails on a figure Spark reported as NaN
             return None
 

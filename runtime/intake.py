@@ -160,6 +160,7 @@ class Intake:
                 timeline = hosted.timeline(stage.batch_id)
                 timeline.useful_seconds += stage.useful_seconds
                 timeline.cpu_seconds += stage.cpu_seconds
+                timeline.run_seconds += stage.run_seconds
                 timeline.tasks = max(timeline.tasks, stage.tasks)
                 if stage.span is not None:
                     timeline.stages.append(stage.span)

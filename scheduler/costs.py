@@ -25,7 +25,9 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
 def ranked_quantile(ordered: list[float], q: float) -> float:
@@ -213,8 +215,23 @@ class CostModel:
 
 
 DRIVER_QUANTILE = 0.25
-"""The quantile of recent batches' driver seconds taken as a batch's driver work: the quieter
-batches, whose driver thread shared the cores least (the busier ones carry others' work in it)."""
+"""The quantile of recent batches' driver seconds, and of their tasks' run time to CPU time,
+taken as a batch's own: the quieter batches, whose threads shared the cores least (the busier
+ones carry others' work in them)."""
+
+
+class WorkSample(NamedTuple):
+    """One batch as the work fit reads it."""
+
+    rows: int
+    driver: float
+    """Seconds of its critical path on the driver's own work."""
+    cpu: float
+    """Its tasks' CPU seconds."""
+    run: float
+    """Its tasks' run seconds (CPU and what they spent off it: I/O, shuffle and state-store
+    writes, and time-slices lost to other threads)."""
+    tasks: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,8 +239,10 @@ class Work:
     """What a query's batch costs as work, contention left out (what-if's model of the cores).
 
     `driver`: seconds on the driver's one thread (offsets, planning, the driver between jobs);
-    task work in core-seconds (Spark's task CPU time, which a task waiting for a core does not
-    accrue): `task_fixed + task_per_row x rows`, spread over `tasks` tasks."""
+    task work in core-seconds: `(task_fixed + task_per_row x rows) x run_ratio`, spread over
+    `tasks` tasks. Task CPU time (which a task waiting for a core does not accrue) gives the line
+    through the rows; `run_ratio` (at least 1) adds what a task spends off the CPU, as the quieter
+    batches' tasks did."""
 
     driver: float
     task_fixed: float
@@ -232,28 +251,30 @@ class Work:
     batches: int
     how: str
     """One sentence: the fit's input and what it produced."""
+    run_ratio: float = 1.0
 
 
-def fit_work(batches: list[tuple[int, float, float, int]]) -> Work | None:
-    """Work from recent batches' (input rows, driver seconds, task CPU seconds, tasks); None
-    before 3 batches with task CPU.
+def fit_work(batches: Sequence[WorkSample]) -> Work | None:
+    """Work from recent batches; None before 3 batches with task CPU.
 
-    The driver's part is the `DRIVER_QUANTILE` of the batches' driver seconds. Task CPU goes on a
-    line through the rows once batch sizes differ 3x or more (`fit_line`); until then it is all
-    taken as growing with the rows (the median CPU a row), the cautious split."""
-    done = [(r, d, c, t) for r, d, c, t in batches if r > 0 and c > 0]
+    The driver's part is the `DRIVER_QUANTILE` of the batches' driver seconds, and so is the
+    ratio of task run time to task CPU. Task CPU goes on a line through the rows once batch sizes
+    differ 3x or more (`fit_line`); until then it is all taken as growing with the rows (the
+    median CPU a row), the cautious split."""
+    done = [b for b in batches if b.rows > 0 and b.cpu > 0]
     if len(done) < 3:
         return None
-    drivers = sorted(max(d, 0.0) for _, d, _, _ in done)
-    driver = ranked_quantile(drivers, DRIVER_QUANTILE)
-    tasks = sorted(max(t, 1) for *_, t in done)[len(done) // 2]
-    line = fit_line([(r, c) for r, _, c, _ in done])
+    driver = ranked_quantile(sorted(max(b.driver, 0.0) for b in done), DRIVER_QUANTILE)
+    ratio = max(ranked_quantile(sorted(b.run / b.cpu for b in done), DRIVER_QUANTILE), 1.0)
+    tasks = sorted(max(b.tasks, 1) for b in done)[len(done) // 2]
+    line = fit_line([(b.rows, b.cpu) for b in done])
     if line is not None:
         task_fixed, per_row = line
         split = "a line through rows and task CPU"
     else:
-        task_fixed, per_row = 0.0, sorted(c / r for r, _, c, _ in done)[len(done) // 2]
+        task_fixed, per_row = 0.0, sorted(b.cpu / b.rows for b in done)[len(done) // 2]
         split = "the median task CPU a row (batch sizes alike: all of it taken as growing with the rows)"
     how = (f"{len(done)} batches: driver {driver * 1000:.0f} ms (their {DRIVER_QUANTILE * 100:.0f}th percentile), "
-           f"{split}: {task_fixed * 1000:.1f} ms + {per_row * 1e6:.2f} µs a row over {tasks} task(s)")
-    return Work(driver, task_fixed, per_row, tasks, len(done), how)
+           f"{split}: {task_fixed * 1000:.1f} ms + {per_row * 1e6:.2f} µs a row over {tasks} task(s), "
+           f"times {ratio:.2f} for run time off the CPU (the same percentile of run time to CPU)")
+    return Work(driver, task_fixed, per_row, tasks, len(done), how, ratio)

@@ -48,6 +48,7 @@ def test_run_with_duration_writes_the_report(tmp_path: Path, gate: str) -> None:
     # read less), task CPU is in it, and the fit says what it came from
     assert 0 < costs["driver_ms"] <= costs["fixed_ms"] + costs["per_row_us"] * 1e-3 * costs["input_rate"]
     assert costs["task_cpu_ms"] + costs["task_cpu_per_row_us"] > 0 and costs["tasks"] >= 1
+    assert costs["task_run_ratio"] >= 1  # a task's run time holds its CPU time
     assert "batches: driver" in costs["fit"]
     # the Spark setup the simulation shares the cores of: the gate's batches at once, the master
     assert result["gate_capacity"] >= 1 and result["spark"]["master"].startswith("local[")

@@ -6,7 +6,7 @@ import pytest
 
 from sluice.runtime.critical_path import BatchTimeline, StageSpan, critical_path, driver_seconds
 from sluice.scheduler.cores import Cores, Job, fits
-from sluice.scheduler.costs import fit_work
+from sluice.scheduler.costs import WorkSample, fit_work
 
 
 def test_two_one_thread_batches_on_one_core_each_run_at_half_speed() -> None:
@@ -73,19 +73,22 @@ def test_fits_says_when_no_thread_can_share_a_core() -> None:
 
 
 def test_work_fit_takes_the_quieter_driver_and_task_cpu_by_the_rows() -> None:
-    alike = [(100, 0.1, 0.2, 2), (100, 0.3, 0.2, 2), (100, 0.2, 0.2, 2), (100, 0.5, 0.2, 2)]
+    # run time to CPU 2, 3, 1 and 4: the 25th percentile (nearest rank) is 2
+    alike = [WorkSample(100, 0.1, 0.2, 0.4, 2), WorkSample(100, 0.3, 0.2, 0.6, 2), WorkSample(100, 0.2, 0.2, 0.2, 2),
+             WorkSample(100, 0.5, 0.2, 0.8, 2)]
     work = fit_work(alike)
     assert work is not None
     assert work.driver == 0.2  # the 25th percentile of 0.1, 0.2, 0.3, 0.5 (nearest rank)
-    assert (work.task_fixed, work.tasks) == (0.0, 2)
+    assert (work.task_fixed, work.tasks, work.run_ratio) == (0.0, 2, 2.0)
     assert work.task_per_row == pytest.approx(0.002)
-    assert "4 batches" in work.how and "200 ms" in work.how
-    spread = [(rows, 0.1, 0.05 + 0.001 * rows, 1) for rows in (100, 200, 400, 800)]
+    assert "4 batches" in work.how and "200 ms" in work.how and "times 2.00" in work.how
+    spread = [WorkSample(rows, 0.1, 0.05 + 0.001 * rows, 0.5 * (0.05 + 0.001 * rows), 1) for rows in (100, 200, 400, 800)]
     line = fit_work(spread)
     assert line is not None
     assert line.task_fixed == pytest.approx(0.05) and line.task_per_row == pytest.approx(0.001)
+    assert line.run_ratio == 1.0  # run time below CPU time (a rounding of Spark's) is no work taken away
     assert fit_work(alike[:2]) is None  # fewer than 3 batches with task CPU
-    assert fit_work([(100, 0.1, 0.0, 1)] * 5) is None  # no task CPU recorded
+    assert fit_work([WorkSample(100, 0.1, 0.0, 0.1, 1)] * 5) is None  # no task CPU recorded
 
 
 def test_a_batch_s_driver_seconds_leave_out_the_gate_the_stages_and_the_commit() -> None:

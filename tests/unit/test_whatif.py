@@ -172,21 +172,24 @@ def test_a_recording_s_work_and_spark_setup_drive_the_shared_cores(tmp_path: Pat
 
     report = tmp_path / "report.json"
     costs = {"fixed_ms": 150.0, "per_row_us": 20.0, "commit_ms": 0.0, "input_rate": 200.0}
-    work = {"driver_ms": 80.0, "task_cpu_ms": 10.0, "task_cpu_per_row_us": 50.0, "tasks": 2,
+    work = {"driver_ms": 80.0, "task_cpu_ms": 10.0, "task_cpu_per_row_us": 50.0, "tasks": 2, "task_run_ratio": 2.0,
             "fit": "12 batches: ..."}
     report.write_text(json.dumps({"cores": 2, "gate_capacity": 4, "spark": {"master": "local[16]"},
                                   "queries": {"payments/fraud-filter": {"costs": {**costs, **work}}}}))
     assert recorded_setup(report) == Setup(2, 4, 16, True)
-    assert read_costs(report, ["payments/fraud-filter"])["payments/fraud-filter"].work == (0.08, 0.01, 5e-5, 2)
-    code, out, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "1", "--duration", "1m",
-                            "--out", str(tmp_path / "out"))
+    assert read_costs(report, ["payments/fraud-filter"])["payments/fraud-filter"].work == (0.08, 0.01, 5e-5, 2, 2.0)
+    code, out, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "1", "--duration", "1m")
     assert code == 0, err
     assert "1 executor(s) x 2 core(s)" in out
-    predicted = json.loads((tmp_path / "out" / "simulate.json").read_text())
-    # a 200 ms trigger reads 40 rows: 80 ms on the driver, then 12 ms of task CPU over 2 tasks
-    # (6 ms on two free cores): a row waits at most 200 + 86 ms
-    p99 = predicted["queries"]["payments/fraud-filter"]["p99_ms"]
-    assert 270 < p99 <= 292
+    # a 200 ms trigger reads 40 rows: 80 ms on the driver, then 12 ms of task CPU, twice that in
+    # run time, over 2 tasks (12 ms on two free cores): a row waits at most 200 + 92 ms; on task
+    # CPU alone (--model cores-cpu) 200 + 86 ms
+    for model, longest in (("cores", 292), ("cores-cpu", 286)):
+        code, _, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "1", "--duration", "1m",
+                              "--model", model, "--out", str(tmp_path / model))
+        assert code == 0, err
+        p99 = json.loads((tmp_path / model / "simulate.json").read_text())["queries"]["payments/fraud-filter"]["p99_ms"]
+        assert longest - 12 < p99 <= longest * 1.02
     old = tmp_path / "old.json"  # a report from before the work figures: the slot model as before
     old.write_text(json.dumps({"cores": 2, "queries": {"payments/fraud-filter": {"costs": costs}}}))
     assert recorded_setup(old) == Setup(2, None, None, False)

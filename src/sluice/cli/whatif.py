@@ -70,8 +70,8 @@ class Recorded:
     p99: float | None = None
     """What the recorded run measured: p99 latency (s) and the share of rows within the SLA."""
     attainment: float | None = None
-    work: tuple[float, float, float, int] | None = None
-    """(driver s, task CPU s, task CPU s a row, tasks): the batch as work on the cores, when the
+    work: tuple[float, float, float, int, float] | None = None
+    """(driver s, task CPU s, task CPU s a row, tasks, run time to CPU): the batch as work on the cores, when the
     run recorded its stage times."""
 
 
@@ -142,7 +142,8 @@ def read_costs(path: Path, known: Sequence[str]) -> dict[str, Recorded]:
         rate = costs.input_rate
         work = None
         if costs.driver_ms is not None and costs.task_cpu_ms is not None and costs.task_cpu_per_row_us is not None:
-            work = (costs.driver_ms / 1000, costs.task_cpu_ms / 1000, costs.task_cpu_per_row_us / 1e6, costs.tasks or 1)
+            work = (costs.driver_ms / 1000, costs.task_cpu_ms / 1000, costs.task_cpu_per_row_us / 1e6, costs.tasks or 1,
+                    costs.task_run_ratio or 1.0)
         out[key] = Recorded(fixed, per_row, commit, rate, _number(entry.get("p99_ms"), 1000),
                             _number(entry.get("attainment"), 1), work)
     return out
@@ -224,7 +225,8 @@ def sim_queries(queries: Sequence[StreamingQuery], loads: Mapping[str, DeclaredL
             window=window.size.seconds if window else None, delay=mark.delay.seconds if mark else 0.0,
             keys=load.keys if load else 100))
         if work is not None:  # the recorded run's work on the cores: the simulation shares them
-            out[-1] = replace(out[-1], driver=work[0], task_fixed=work[1], task_per_row=work[2], tasks=work[3])
+            out[-1] = replace(out[-1], driver=work[0], task_fixed=work[1] * work[4], task_per_row=work[2] * work[4],
+                              tasks=work[3])
     return out
 
 
