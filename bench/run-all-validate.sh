@@ -5,7 +5,7 @@
 # The measured side is the harness's (every row sent judged at the sink), not the runtime's
 # status. Results land in ${OUT:-bench/results/validate}/<scenario>/: the run's report with the
 # harness's figures (report.json; the runtime's own kept beside them), the simulation
-# (sim-cores/, sim-cores-cpu/ and sim-slots/: simulate.json with `measured` beside `predicted`, summary.txt, simulate.png).
+# (sim-cores/, sim-cores-run/ and sim-slots/: simulate.json with `measured` beside `predicted`, summary.txt, simulate.png).
 # About 4 minutes per scenario on a 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,9 +14,9 @@ for scenario in ${SCENARIOS:-two-tenants burst multi-tenant realtime}; do
   .venv/bin/sluice bench cameo --scenario "bench/scenarios/$scenario.yaml" --policies cameo --out "$out"
   .venv/bin/python -m sluice.bench.validate "$out/runs/cameo-0/report.json" "$out/results.json" cameo "$out/report.json"
   # the run is `sluice run` in local mode: one executor with the machine's cores (the report's)
-  # side by side from the same recording: the model of the cores (task CPU with and without its run
-  # time off the CPU), and each batch one slot for its wall time
-  for model in cores cores-cpu slots; do
+  # side by side from the same recording: the model of the cores (task CPU alone, and times its run
+  # time to CPU time), and each batch one slot for its wall time
+  for model in cores cores-run slots; do
     .venv/bin/sluice simulate --scenario "bench/scenarios/$scenario.yaml" --costs "$out/report.json" \
       --executors 1 --model "$model" --out "$out/sim-$model"
   done

@@ -373,10 +373,10 @@ def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
         click.option("--warmup", help="Simulated time at the start left out of the figures (default: a --scenario's "
                                       "warm-up, else 30s)."),
         click.option("--policy", type=click.Choice(POLICIES), help=f"Scheduling policy (default: the pool's, else {DEFAULT_POLICY})."),
-        click.option("--model", type=click.Choice(["cores", "cores-cpu", "slots"]), default="cores", show_default=True,
-                     help="cores: a recording's driver and task work (task CPU times its run time off the CPU) "
-                          "share the cores of its Spark setup; cores-cpu: task CPU alone; slots: each batch holds "
-                          "one slot for its recorded wall time (the model before 2026-11-29)."),
+        click.option("--model", type=click.Choice(["cores", "cores-run", "slots"]), default="cores", show_default=True,
+                     help="cores: a recording's driver work and task CPU share the cores of its Spark setup; "
+                          "cores-run: task CPU times the tasks' run time to CPU time (their time off the CPU); "
+                          "slots: each batch holds one slot for its recorded wall time (the model before 2026-11-29)."),
     ]):
         command = option(command)
     return command
@@ -432,7 +432,7 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
         if model == "slots":  # each batch one slot for its wall time, on one slot a core
             recorded = {key: replace(found, work=None) for key, found in recorded.items()}
             setup = None if setup is None else whatif.Setup(setup.cores)
-        elif model == "cores-cpu":  # the tasks' CPU alone, nothing off the CPU
+        elif model == "cores":  # the tasks' CPU alone (cores-run: times their run time to CPU time)
             recorded = {key: found if found.work is None else replace(found, work=(*found.work[:4], 1.0))
                         for key, found in recorded.items()}
         sims = whatif.sim_queries(queries, loads, recorded)
