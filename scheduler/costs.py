@@ -239,10 +239,10 @@ class Work:
     """What a query's batch costs as work, contention left out (what-if's model of the cores).
 
     `driver`: seconds on the driver's one thread (offsets, planning, the driver between jobs);
-    task work in core-seconds: `(task_fixed + task_per_row x rows) x run_ratio`, spread over
-    `tasks` tasks. Task CPU time (which a task waiting for a core does not accrue) gives the line
-    through the rows; `run_ratio` (at least 1) adds what a task spends off the CPU, as the quieter
-    batches' tasks did."""
+    task work in core-seconds: `task_fixed + task_per_row x rows` (task CPU time, which a task
+    waiting for a core does not accrue), spread over `tasks` tasks. `run_ratio` (at least 1) is
+    the quieter batches' task run time to CPU time: what a task spends off the CPU, by which
+    `sluice simulate --model cores-run` multiplies the task work (the default model does not)."""
 
     driver: float
     task_fixed: float
