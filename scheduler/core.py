@@ -268,7 +268,7 @@ class Scheduler:
         state = self.queries.get(request.query)
         if state is None:
             raise SchedulerError(f"query {request.query!r} is not registered; register it first")
-        for first in list(state.in_flight):
+        for first in list(state.in_flight) if state.in_flight else ():
             if request.batch_id == first:
                 raise SchedulerError(f"batch {request.batch_id} of {request.query} is already granted")
             if request.batch_id > first:
@@ -360,6 +360,12 @@ class Scheduler:
             heapq.heappop(held)  # granted by aging, cancelled or released meanwhile
         self.hold_until = held[0][0] if held else None
         return grants
+
+    @property
+    def may_have_pending(self) -> bool:
+        """False only when no batch waits (a `dispatch` would grant nothing); True may be stale
+        entries alone. Lets a caller skip a dispatch after a completion with nothing waiting."""
+        return bool(self._heap or self._held)
 
     def _waiting(self, seq: int, key: str) -> _Pending | None:
         pending = self._live(seq, key)
@@ -524,8 +530,8 @@ class Scheduler:
         if state is None:
             return  # unregistered meanwhile
         seconds, coordination, last = done.seconds, done.coordination, True
-        for first, running in list(state.in_flight.items()):
-            if covers(first, running.last, done.batch_id):
+        for first, running in state.in_flight.items():  # the loop ends at the one it changes
+            if first <= done.batch_id <= running.last:  # `covers`, inline: every completion
                 running.seconds += done.seconds
                 running.coordination += done.coordination
                 last = done.batch_id == running.last or done.ends_group

@@ -97,6 +97,8 @@ class QueryCost:
     residuals: deque[float] = field(default_factory=lambda: deque(maxlen=64))
     _ranked_costs: list[float] = field(default_factory=list)
     """The costs in `recent`, sorted (kept as batches come: its low quantile is asked every batch)."""
+    _ranked_rows: list[float] = field(default_factory=list)
+    """The row counts in `recent`, sorted (its ends decide every batch whether a line is fitted)."""
     _ranked_residuals: list[float] = field(default_factory=list)
     """`residuals`, sorted."""
     _margin: float = 0.25
@@ -112,7 +114,7 @@ class QueryCost:
         seconds = seconds if seconds > 0 else 0.0  # NaN too: the sorted windows need ordered values
         clipped = seconds
         if self.samples > 0:
-            predicted = self._learned(rows)
+            predicted = self.fixed + self.per_row * (rows if rows > 0 else 0)  # `_learned`, inline
             if predicted > 0:
                 residual = (seconds - predicted) / predicted
                 residuals = self.residuals
@@ -121,10 +123,13 @@ class QueryCost:
                 if self.samples >= self.warmup:
                     clipped = min(seconds, 4 * predicted)
         recent = self.recent
-        _slide(self._ranked_costs, recent[0][1] if len(recent) == recent.maxlen else None, clipped)
+        full = len(recent) == recent.maxlen
+        _slide(self._ranked_costs, recent[0][1] if full else None, clipped)
+        _slide(self._ranked_rows, recent[0][0] if full else None, rows)
         recent.append((rows, clipped))
         self.samples += 1
-        floor = min(ranked_quantile(self._ranked_costs, 0.1), self.prior.floor)
+        ranked = self._ranked_costs  # ranked_quantile(ranked, 0.1), inline: asked every batch
+        floor = min(ranked[round(0.1 * (len(ranked) - 1))], self.prior.floor)
         if self.samples == 1:
             self.fixed = floor
             self.tail = self.prior.tail if tail is None else tail
@@ -157,7 +162,7 @@ class QueryCost:
         recent = self.recent
         if len(recent) < 4:
             return
-        smallest, largest = min(recent)[0], max(recent)[0]  # tuples order by rows first
+        smallest, largest = self._ranked_rows[0], self._ranked_rows[-1]
         if smallest > 0 and largest < SPREAD * smallest:
             return  # sizes alike: the split is unobservable (`fit_line` would say None)
         line = fit_line(list(recent))
