@@ -218,7 +218,9 @@ class QueryResult:
     def quantile(self, q: float) -> float | None:
         if self.rows <= 0:
             return None
-        goal, seen = q * self.rows, 0.0
+        # a goal met within rounding counts as met: at a tie between two bins (a quantile on the
+        # edge between two batches' rows) the lower one, whatever order the rows were summed in
+        goal, seen = q * self.rows * (1 - 1e-9), 0.0
         for index in sorted(self.bins):
             seen += self.bins[index]
             if seen >= goal:
