@@ -317,6 +317,8 @@ class _State:
     reason: str
     since: float = 0.0
     """When the interval in force was chosen."""
+    measured: int = 0
+    """Batches with rows committed since then."""
     generation: int = 0
     read_to: float = 0.0
     emitted_to: float = 0.0
@@ -459,6 +461,7 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
         scheduler.complete(Completion(query.key, batch.batch_id, cost, round(batch.rows), tail=query.commit))
         result = results[query.key]
         result.batches += 1
+        state.measured += round(batch.rows) > 0  # as `recent` keeps its rows
         state.recent.append((now, round(batch.rows), cost, batch.granted - batch.start, query.commit))
         span = batch.start - batch.read_from
         state.rate = batch.rows / span if span > 0 else state.rate
@@ -493,17 +496,14 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
 
     def check(now: float) -> None:
         """The runtime's lifecycle check: at most one query changes its interval (a restart)."""
-        for key in sorted(dirty, key=lambda k: states[k].index):
+        for key in [k for k in dirty if states[k].query.trigger is not None]:
+            dirty.discard(key)
+        # the queries past their dwell with 3 measured batches since, in the runtime's order (a
+        # pool's slow queries stay dirty for minutes: filtered before the sort, not walked in it)
+        ready = [k for k in dirty if now - states[k].since >= options.dwell and states[k].measured >= 3]
+        for key in sorted(ready, key=lambda k: states[k].index):
             state = states[key]
             query = state.query
-            if query.trigger is not None:
-                dirty.discard(key)
-                continue
-            if now - state.since < options.dwell:
-                continue
-            measured_batches = [(r, c) for t, r, c, _, _ in state.recent if t >= state.since and r > 0]
-            if len(measured_batches) < 3:
-                continue
             recent = [(r, c) for _, r, c, _, _ in state.recent if r > 0]
             waits = [w for _, _, _, w, _ in state.recent]
             # the median commit of its recent batches: each commit here is the query's `commit`
@@ -520,7 +520,7 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
             if state.batch is not None:  # never abort a batch in flight: the next check
                 dirty.add(key)
                 continue
-            state.interval, state.since = choice.interval, now
+            state.interval, state.since, state.measured = choice.interval, now, 0
             state.generation += 1
             result.interval, result.restarts = choice.interval, result.restarts + 1
             push(now + options.restart, _TRIGGER, key, state.generation)
