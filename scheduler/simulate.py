@@ -527,8 +527,8 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
             return
 
     # The loop makes millions of short-lived objects and no reference cycles: Python's cyclic
-    # collector, run every 700 allocations over every live object of a large pool, took a tenth
-    # of a 10,000-query simulation (docs/what-if.md). Paused here, restored after.
+    # collector, run every 700 allocations over every live object of a large pool, is pure cost
+    # here (measured in docs/what-if.md). Paused for the loop, restored after.
     collecting = gc.isenabled()
     gc.disable()
     try:
