@@ -473,6 +473,26 @@ def test_a_long_batch_is_held_for_an_urgent_batch_predicted_within_its_cost() ->
     assert s.snapshot(arrived)["queries"]["bulk/agg"]["held"] == 1  # type: ignore[index]
 
 
+def test_may_have_pending_is_false_only_when_no_batch_waits() -> None:
+    s = Scheduler("cameo", capacity=1)
+    assert not s.may_have_pending
+    for i in range(2):
+        s.register(QuerySpec(f"t/q{i}", "t", 1.0))
+        s.submit(BatchRequest(f"t/q{i}", 1, oldest_event=T0), T0)
+    assert s.may_have_pending
+    assert _ids(s.dispatch(T0)) == ["t/q0"]
+    assert s.may_have_pending  # t/q1 waits for the slot
+    s.complete(Completion("t/q0", 1, seconds=0.1))
+    assert _ids(s.dispatch(T0 + 0.1)) == ["t/q1"]
+    assert not s.may_have_pending  # granted: nothing waits, a dispatch would grant nothing
+    # a batch held for a predicted urgent arrival still waits
+    held = _holding_scheduler()
+    last = _with_period(held, "pay/filter", 0.2)
+    held.submit(BatchRequest("bulk/agg", 1, rows=10_000, oldest_event=last + 0.05), last + 0.05)
+    assert held.dispatch(last + 0.05) == []
+    assert held.may_have_pending
+
+
 def _bulk_held(s: Scheduler) -> tuple[float, float]:
     """The filter arriving every 200 ms, then a ~1 s bulk batch 50 ms after its last arrival,
     held for the next: (the filter's last arrival, the bulk batch's)."""

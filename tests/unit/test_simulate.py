@@ -6,7 +6,7 @@ import pytest
 
 from sluice.api.constants import GRID
 from sluice.api.scenario import Burst
-from sluice.scheduler.simulate import Options, Pool, SimQuery, simulate, size
+from sluice.scheduler.simulate import Options, Pool, QueryResult, SimQuery, simulate, size
 
 
 def filter_query(**overrides: object) -> SimQuery:
@@ -152,3 +152,25 @@ def test_size_scales_spark_s_task_slots_with_the_executors() -> None:
     pool = Pool(1, 2, task_slots=16, capacity=4, driver_shares=True)
     assert pool.scaled(3).task_slots == 48 and pool.scaled(3).capacity == 4
     assert Pool(1, 2).scaled(3).task_slots is None
+
+
+def test_a_quantile_on_the_edge_between_two_bins_is_the_lower_one_whatever_the_summing_order() -> None:
+    # half the rows at 1 s, half at 4 s: the median is exactly on the edge between the two; rows
+    # summed in pieces that do not add up exactly (0.1 + 0.2 != 0.3) must not move it to 4 s
+    for pieces in ([0.3], [0.1, 0.2], [0.2, 0.1]):
+        result = QueryResult("a/q", sla=2.0, goal=0.95)
+        result.add(1.0, 0.3)
+        for rows in pieces:
+            result.add(4.0, rows)
+        p50 = result.quantile(0.5)
+        assert p50 is not None and 1.0 <= p50 <= 1.0 * 1.02, (pieces, p50)
+    assert result.attainment == pytest.approx(0.5)
+
+
+def test_an_even_batch_binned_in_one_pass_matches_its_latencies_binned_one_by_one() -> None:
+    listed, even = QueryResult("a/q", sla=0.8, goal=0.95), QueryResult("a/q", sla=0.8, goal=0.95)
+    listed.add_batch([1.2 - q * 1.0 for q in GRID], 500.0)
+    even.add_even(1.2, 1.0, 500.0)
+    assert even.rows == listed.rows and even.within == pytest.approx(listed.within)
+    assert even.bins == listed.bins
+    assert even.attainment == pytest.approx(0.65)  # within 0.8 s: the grid's quantiles from 0.4 up, mass from 0.35
