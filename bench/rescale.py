@@ -17,6 +17,15 @@ is read back: each key's last count against that key's events the query consumed
 topic read again up to the query's last end offsets) gives rows lost or doubled, per key: a key
 short of its events adds to lost, a key over them to doubled, so errors of different keys cannot
 cancel.
+
+`--state-mb N` is the regime Megaphone is about, where the state dominates: each key's state also
+holds a value of `value_bytes` (a pad of SHA-512 hex digits of the key, so it does not compress
+away on disk), the key count and value size chosen so that keys x value is N MiB (`sized`), over
+64 state partitions, with executors big enough to hold it. The state's size as Spark reports it
+(rows, memory) and on disk are recorded at the change. Every run also records when state first
+moved (the first partition move, or the first executor removal for the strategies that move none)
+so the peak batch before it (a grow's JVM start) and from it on (state reloads) are reported
+apart, and partition-paced's measured reload cost per step (`megaphone.Reload`).
 """
 
 from __future__ import annotations
@@ -39,6 +48,15 @@ DIRECTIONS = {"grow": (2, 4), "shrink": (4, 2)}
 STORES = {"default": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
           "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"}
 PARTITIONS = 8
+STATE_PARTITIONS = 64
+"""State partitions under `--state-mb` (the regime where state dominates)."""
+STATE_KEYS = 1_000_000
+"""Keys under `--state-mb` unless `--keys` says otherwise (fewer for small states, see `sized`)."""
+MIN_VALUE_BYTES = 256
+MAX_VALUE_BYTES = 16 * 1024
+"""A key's value under `--state-mb`: at most this (the pad's expression grows with it)."""
+HEX_PER_DIGEST = 128
+"""Hex digits of one SHA-512."""
 STEADY_WINDOW = 20.0
 """Seconds before the change whose batches are the steady figures (the preload's backlog is gone by then)."""
 
@@ -50,6 +68,33 @@ class Options:
     steady: float = 40.0
     after: float = 80.0
     sla: str = "5s"
+    state_mb: int | None = None
+    """`--state-mb`: the state's target size in MiB (keys x value_bytes), or None (counts only)."""
+    value_bytes: int = 0
+    """Bytes of each key's value in the state (0: the count alone)."""
+    partitions: int = PARTITIONS
+
+
+def sized(state_mb: int, keys: int | None) -> tuple[int, int]:
+    """(keys, value bytes) whose product is at least `state_mb` MiB: `keys` if given, else
+    STATE_KEYS or fewer so that a value is at least MIN_VALUE_BYTES. Raises ValueError with one
+    sentence when the value would be over MAX_VALUE_BYTES."""
+    total = state_mb * 2**20
+    if keys is None:
+        keys = max(1000, min(STATE_KEYS, total // MIN_VALUE_BYTES))
+    value = -(-total // keys)
+    if value > MAX_VALUE_BYTES:
+        raise ValueError(f"--state-mb {state_mb} over --keys {keys} needs {value} bytes a key, over the "
+                         f"{MAX_VALUE_BYTES} a key's value may have; raise --keys to at least {-(-total // MAX_VALUE_BYTES)}")
+    return keys, value
+
+
+def pad_expression(value_bytes: int) -> str:
+    """A row-local Spark SQL expression of `value_bytes` characters from the key: SHA-512 hex
+    digits of the key and salted copies of it (deterministic, and not compressible by the state
+    store's LZ4 the way a repeated character is)."""
+    digests = [f"sha2(concat(key, '{i}'), 512)" for i in range(-(-value_bytes // HEX_PER_DIGEST))]
+    return f"rpad(concat({', '.join(digests)}), {value_bytes}, '.')"
 
 
 @dataclass
@@ -72,19 +117,41 @@ class Run:
     """Events short, summed over the keys short of theirs (None: a run from before the per-key check)."""
     doubled: int | None = None
     """Events over, summed over the keys over theirs."""
+    ready_s: float | None = None
+    """Seconds after the change when the executor count first reached the target."""
+    state_moved_s: float | None = None
+    """Seconds after the change when state first moved: the first partition move (partition-paced)
+    or the first executor removal (the others); None if it never did (their grows)."""
+    state_rows: int | None = None
+    state_memory_bytes: int | None = None
+    """Spark's `memoryUsedBytes` of the state operators at the change (RocksDB: its own memory use)."""
+    state_disk_bytes: int | None = None
+    """The state partitions' bytes in the checkpoint at the change."""
+    reloads: list[tuple[int, int, float, float]] = field(default_factory=list)
+    """(units, bytes, seconds, seconds its budget allowed) of each partition-paced step measured
+    after the change (`megaphone.Reload`)."""
 
 
-def manifest(bootstrap: str, topic: str, sink: Path, sla: str) -> dict[str, Any]:
+def manifest(bootstrap: str, topic: str, sink: Path, sla: str, value_bytes: int = 0,
+             partitions: int = PARTITIONS) -> dict[str, Any]:
+    """The benchmark's query: each key's count, and with `value_bytes` a value of that size kept
+    in its state (the greatest pad seen, always the same for one key); the sink gets only its
+    length (a pad no output reads would be pruned from the aggregation, and from the state)."""
     from sluice.testing.load import EVENT_SCHEMA
 
+    pipeline: list[dict[str, Any]] = [{"groupBy": ["key"]}, {"aggregate": [{"fn": "count", "name": "n"}]}]
+    if value_bytes > 0:
+        pipeline = [{"withColumn": {"name": "pad", "expr": pad_expression(value_bytes)}}, {"groupBy": ["key"]},
+                    {"aggregate": [{"fn": "count", "name": "n"}, {"fn": "max", "column": "pad", "name": "pad"}]},
+                    {"select": ["key", "n", "length(pad) AS pad_bytes"]}]  # dropped, Spark would prune it from the state
     return {"apiVersion": API_VERSION, "kind": "StreamingQuery", "metadata": {"name": "state", "namespace": "bench"},
             "spec": {"pool": "bench",
                      "source": {"type": "kafka", "bootstrapServers": bootstrap, "topic": topic, "startingOffsets": "earliest",
                                 "schema": EVENT_SCHEMA},
-                     "pipeline": [{"groupBy": ["key"]}, {"aggregate": [{"fn": "count", "name": "n"}]}],
+                     "pipeline": pipeline,
                      "sink": {"type": "files", "path": str(sink), "format": "json"},
                      "sla": {"latencyTarget": sla}, "trigger": {"interval": "1s"},
-                     "resources": {"shufflePartitions": PARTITIONS}}}
+                     "resources": {"shufflePartitions": partitions}}}
 
 
 def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
@@ -121,10 +188,11 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
     stop = threading.Event()
     steady = threading.Thread(target=generate, args=(LoadPlan(topic, options.rate, keys=options.keys), broker.bootstrap),
                               kwargs={"stop": stop.is_set}, daemon=True)
-    query = load_query(manifest(broker.bootstrap, topic, folder / "sink", options.sla))
+    query = load_query(manifest(broker.bootstrap, topic, folder / "sink", options.sla, options.value_bytes, options.partitions))
     hosted = host.add(query)
     try:
-        _wait(lambda: hosted.batches >= 1 or hosted.phase == "Failed", 300, "the state loaded (first batch)")
+        _wait(lambda: hosted.batches >= 1 or hosted.phase == "Failed", 300 + (options.state_mb or 0),
+              "the state loaded (first batch)")
         if hosted.phase == "Failed":
             raise RuntimeError(f"the benchmark's query failed: {hosted.message}")
         steady.start()
@@ -147,12 +215,22 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
         while time.time() < origin:
             sample()
             time.sleep(1)
+        with host.lock:
+            result.state_rows, result.state_memory_bytes = hosted.state_rows, hosted.state_bytes
+        result.state_disk_bytes = sum(p.bytes for p in state_stores.partitions(spark, hosted.handle))
+        moves_before = mover.moves if mover else 0
+        reloads_before = len(mover.reloads) if mover else 0
         result.changed_at = time.time()
         scaler.set_target(end)
         log(f"  {direction}/{strategy}/{store}: target {start} -> {end}")
         while time.time() < origin + options.after:
             sample()
             state = scaler.state()
+            since = round(time.time() - origin, 1)
+            if result.ready_s is None and state.current == end:
+                result.ready_s = since
+            if result.state_moved_s is None and (state.stateMoves > moves_before or state.removed):
+                result.state_moved_s = since
             if int(time.time() - origin) % 5 == 0:
                 log(f"    t={time.time() - origin:5.1f}s executors={state.current} leaving={state.leaving} "
                     f"pending={state.pendingMoves} moves={state.stateMoves} placement={state.placement.get(query.key)}")
@@ -166,6 +244,8 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
             result.new_executor_share = round(sum(1 for p in parts if p.executor in new) / max(len(parts), 1), 3)
         result.moves = mover.moves if mover else 0
         result.moved_bytes = mover.moved_bytes if mover else 0
+        result.reloads = [(r.units, r.bytes, round(r.seconds, 3), round(r.allowed, 3))
+                          for r in (mover.reloads[reloads_before:] if mover else [])]
     finally:
         handle = hosted.handle
         stop.set()
@@ -220,19 +300,41 @@ def figures(run: Run) -> dict[str, Any]:
     # a batch counts as during the migration if it ran in it: it ended after the change and began
     # before the migration's end (+5 s); `t` is when it committed
     ran = {t for t, ms in run.batches if t >= 0 and t - ms / 1000 <= during_end + 5}
-    during = [ms for t, ms in run.batches if t in ran]
+    during = [(t, ms) for t, ms in run.batches if t in ran]
     steady_p99 = _p99(steady)
-    peak = max(during, default=None)
+    peak = max((ms for _, ms in during), default=None)
+    # a batch that began before state first moved paid for the change itself (a grow's JVM start),
+    # one that began after it may have reloaded state
+    moved = run.state_moved_s
+    before = [ms for t, ms in during if moved is None or t - ms / 1000 < moved]
+    after = [ms for t, ms in during if moved is not None and t - ms / 1000 >= moved]
+    peak_start, peak_moving = max(before, default=None), max(after, default=None)
     lat_steady = _p99([ms for t, ms in run.latency if -STEADY_WINDOW <= t < 0])
     lat_during = [ms for t, ms in run.latency if t in ran]  # latency is recorded at its batch's commit
     return {"steady_p99_ms": steady_p99, "peak_batch_ms": peak,
             "peak_over_steady": round(peak / steady_p99, 2) if peak and steady_p99 else None,
             "steady_latency_p99_ms": lat_steady, "peak_latency_p99_ms": _p99(lat_during),
+            "peak_before_state_moved_ms": peak_start, "peak_state_moving_ms": peak_moving,
+            "peak_before_state_moved_over_steady": _ratio(peak_start, steady_p99),
+            "peak_state_moving_over_steady": _ratio(peak_moving, steady_p99),
+            "ready_s": run.ready_s, "state_moved_s": moved,
             "migration_s": run.migration_s, "new_executor_share": run.new_executor_share, "moves": run.moves,
             "moved_mb": round(run.moved_bytes / 2**20, 1),
+            "state_rows": run.state_rows, "state_memory_mb": _mb(run.state_memory_bytes), "state_disk_mb": _mb(run.state_disk_bytes),
+            "partition_load_s": [round(seconds / units, 3) for units, _, seconds, _ in run.reloads if units],
+            "steps_over_budget": sum(1 for *_, seconds, allowed in run.reloads if seconds > allowed),
+            "steps_measured": len(run.reloads),
             **({"lost": run.lost, "doubled": run.doubled, "checked": "per key"} if run.lost is not None else
                {"lost": max(run.expected - run.counted, 0), "doubled": max(run.counted - run.expected, 0),
                 "checked": "net (a run from before the per-key check)"})}
+
+
+def _ratio(value: float | None, steady: float | None) -> float | None:
+    return round(value / steady, 2) if value and steady else None
+
+
+def _mb(value: int | None) -> float | None:
+    return None if value is None else round(value / 2**20, 1)
 
 
 def _p99(values: list[float]) -> float | None:
@@ -243,16 +345,26 @@ def _p99(values: list[float]) -> float | None:
 
 
 def table_text(results: dict[str, Any]) -> str:
-    lines = ["| store | direction | strategy | steady p99 batch | peak batch | peak / steady | latency p99 steady / peak | "
-             "migration | new executors' share | moves (MiB) | lost | doubled |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| store | direction | strategy | steady p99 batch | peak batch | peak / steady | peak before / after state moved | "
+             "latency p99 steady / peak | migration | new executors' share | moves (MiB) | state MiB (memory / disk) | "
+             "lost | doubled |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for store, directions in results.items():
         for direction, strategies in directions.items():
             for strategy, r in strategies.items():
                 share = "" if r["new_executor_share"] is None else f"{r['new_executor_share']:.0%}"
                 lines.append(f"| {store} | {direction} | {strategy} | {r['steady_p99_ms']} ms | {r['peak_batch_ms']} ms | "
-                             f"{r['peak_over_steady']}x | {r['steady_latency_p99_ms']} / {r['peak_latency_p99_ms']} ms | "
-                             f"{r['migration_s']} s | {share} | {r['moves']} ({r.get('moved_mb', 0)}) | {r['lost']} | {r['doubled']} |")
+                             f"{r['peak_over_steady']}x | {_split(r)} | {r['steady_latency_p99_ms']} / {r['peak_latency_p99_ms']} ms | "
+                             f"{r['migration_s']} s | {share} | {r['moves']} ({r.get('moved_mb', 0)}) | "
+                             f"{r.get('state_memory_mb')} / {r.get('state_disk_mb')} | {r['lost']} | {r['doubled']} |")
     return "\n".join(lines)
+
+
+def _split(r: dict[str, Any]) -> str:
+    """'before / after' peaks over the steady p99 (runs from before the split show '-')."""
+    def shown(ratio: float | None) -> str:
+        return "-" if ratio is None else f"{ratio}x"
+
+    return f"{shown(r.get('peak_before_state_moved_over_steady'))} / {shown(r.get('peak_state_moving_over_steady'))}"
 
 
 def plot(runs: list[Run], out: Path) -> None:
@@ -288,8 +400,9 @@ def run(options: Options, strategies: list[str], stores: list[str], out: Path, l
     shutil.rmtree(out / "kafka", ignore_errors=True)
     broker = KafkaBroker(out / "kafka").start()
     stop_session()
-    spark = build_session(SessionConfig(master="local-cluster[4,1,1024]", kafka=True, workdir=out / "spark",
-                                        extra={"spark.executor.memory": "512m"}))
+    executor_mb = 512 + (options.state_mb or 0)  # the default store keeps each executor's share in its heap
+    spark = build_session(SessionConfig(master=f"local-cluster[4,1,{executor_mb + 512}]", kafka=True, workdir=out / "spark",
+                                        extra={"spark.executor.memory": f"{executor_mb}m"}))
     runs: list[Run] = []
     started = time.time()
     try:
@@ -323,7 +436,8 @@ def report(runs: list[Run], options: Options, wall_seconds: int, out: Path) -> d
 def rerender(results: Path, out: Path) -> dict[str, Any]:
     """`report` again from an earlier run's results.json."""
     document = json.loads(results.read_text())
-    runs = [Run(**{**r, "batches": [tuple(b) for b in r["batches"]], "latency": [tuple(x) for x in r["latency"]]})
+    runs = [Run(**{**r, "batches": [tuple(b) for b in r["batches"]], "latency": [tuple(x) for x in r["latency"]],
+                   "reloads": [tuple(x) for x in r.get("reloads", [])]})
             for r in document["runs"]]
     out.mkdir(parents=True, exist_ok=True)
     return report(runs, Options(**document["options"]), document["wall_seconds"], out)

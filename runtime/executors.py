@@ -23,7 +23,9 @@ Removing several at once makes one batch pay for all of it. So with state held, 
 paced: one executor at a time, and the next only after the previous one is gone and every
 stateful query has committed a batch since (each batch pays a bounded share, interleaved with
 processing). The grace deadline still bounds the whole shrink: once it has passed, the rest go
-together, by force.
+together, by force. On a grow, state moves onto a new executor only once it is warm (it has run
+a task, or `WARM_AFTER` has passed), so the batches that pay for its JVM's start are not also
+the ones that reload state.
 
 With executors to decommission (`session.DECOMMISSION`, on for every session with a cluster
 manager), a graceful removal decommissions the victim instead (`decommissionExecutors`): it takes
@@ -59,6 +61,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("sluice.runtime.executors")
 DRAIN_POLL = 0.05
 """Seconds between graceful kill attempts while Spark refuses a busy victim."""
+WARM_AFTER = 30.0
+"""Seconds after which a new executor takes state partitions even if it has run no task yet
+(a query whose source never gives it one would otherwise never use it)."""
 
 
 class ExecutorTargetError(RuntimeError):
@@ -73,6 +78,12 @@ class ExecutorView:
     """Epoch seconds."""
     cached_blocks: int = 0
     host: str = ""
+    completed_tasks: int = 0
+
+    def warm(self, now: float) -> bool:
+        """Whether state may move onto it: it has run a task (its JVM loaded the query's classes
+        and compiled its hot code), or it has been up `WARM_AFTER` seconds."""
+        return self.completed_tasks > 0 or now - self.added_at >= WARM_AFTER
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +99,8 @@ def parse_executors(rows: list[dict[str, Any]]) -> list[ExecutorView]:
         if row.get("id") == "driver" or not row.get("isActive", True):
             continue
         out.append(ExecutorView(str(row["id"]), int(row.get("activeTasks", 0)), spark_time(row.get("addTime")),
-                                int(row.get("rddBlocks", 0)), str(row.get("hostPort", "")).rpartition(":")[0]))
+                                int(row.get("rddBlocks", 0)), str(row.get("hostPort", "")).rpartition(":")[0],
+                                int(row.get("completedTasks", 0))))
     return out
 
 
@@ -273,7 +285,8 @@ class ExecutorScaler:
             # new task: their units must move off too, never onto them
             leaving = target.leaving | frozenset(target.removing & listed) if target else frozenset()
         if self.mover is not None and executors:  # state moves between batches (none in local mode)
-            self.mover.step([Executor(e.id, e.host) for e in executors], leaving)
+            now = self.clock()
+            self.mover.step([Executor(e.id, e.host, e.warm(now)) for e in executors], leaving)
         with self._lock:
             target = self._target
             if target is None:

@@ -21,7 +21,16 @@ from typing import Any
 from sluice.api.common import query_labels
 
 from . import state_stores
-from .placement import Move, Partition, budget_bytes, next_moves, reload_rate, spread, took
+from .placement import (
+    SLACK_SHARE,
+    Move,
+    Partition,
+    budget_bytes,
+    next_moves,
+    reload_rate,
+    spread,
+    took,
+)
 
 log = logging.getLogger("sluice.runtime.megaphone")
 
@@ -46,12 +55,30 @@ class Step:
     bytes: int
     before: tuple[float, ...]
     moves: tuple[Move, ...] = ()
+    allowed: float = 0.0
+    """Seconds of reload the step's budget allowed: `SLACK_SHARE` of the slack when it was taken."""
 
 
 @dataclass(frozen=True)
 class Executor:
     id: str
     host: str
+    warm: bool = True
+    """It has run a task (or been up `executors.WARM_AFTER` seconds): it may take state."""
+
+
+@dataclass(frozen=True)
+class Reload:
+    """One measured step: the units it moved, their bytes, and the extra time of the worst batch
+    after it against the median before (the reload's cost, `placement.reload_rate`)."""
+
+    query: str
+    batch: int
+    units: int
+    bytes: int
+    seconds: float
+    allowed: float
+    """What the budget allowed it (seconds); a step over it overspent the SLA's slack."""
 
 
 class StateMover:
@@ -67,6 +94,8 @@ class StateMover:
         self._rate: dict[str, float] = {}
         """Each query's measured reload rate (bytes/s), from its last measured step."""
         self._last_bytes: dict[str, int] = {}
+        self.reloads: list[Reload] = []
+        """Every step whose cost was measured, in order (`sluice bench rescale` reports them)."""
         self._lock = threading.Lock()
         self.moves = 0
         self.moved_bytes = 0
@@ -74,13 +103,14 @@ class StateMover:
     def step(self, executors: list[Executor], leaving: frozenset[str]) -> list[Move]:
         """One step for each stateful query that committed a batch since its last one."""
         hosts = {e.id: e.host for e in executors}
+        cold = frozenset(e.id for e in executors if not e.warm)
         done: list[Move] = []
         running = self.queries()
         for query in running:
             if self._seen.get(query.key) == query.batches:
                 continue
             parts = state_stores.partitions(self.spark, query.handle)
-            moves = next_moves(parts, list(hosts), leaving, self._budget(query, parts))
+            moves = next_moves(parts, list(hosts), leaving, self._budget(query, parts), cold)
             for move in moves:
                 state_stores.move(self.spark, query.handle, move.unit, move.target, hosts[move.target])
                 log.info("moved state partition %s of %s from executor %s to %s (%d bytes)",
@@ -88,7 +118,8 @@ class StateMover:
             if moves:
                 moved = sum(m.bytes for m in moves)
                 last = query.recent[-1][0] if query.recent else -1
-                self._step[query.key] = Step(last, moved, tuple(s for _, s in query.recent), tuple(moves))
+                self._step[query.key] = Step(last, moved, tuple(s for _, s in query.recent), tuple(moves),
+                                             max(query.slack, 0.0) * SLACK_SHARE)
                 self._last_bytes[query.key] = moved
             with self._lock:
                 self._seen[query.key] = query.batches
@@ -125,6 +156,9 @@ class StateMover:
             rate = reload_rate(step.bytes, list(step.before[-5:]), after)
             if rate is not None:
                 self._rate[query.key] = rate
+                with self._lock:
+                    self.reloads.append(Reload(query.key, step.batch, len(step.moves), step.bytes, step.bytes / rate,
+                                               step.allowed))
                 log.info("state reload of %s measured at %.1f MB/s", query.key, rate / 1e6)
             del self._step[query.key]
         return budget_bytes(query.slack, self._rate.get(query.key), self._last_bytes.get(query.key, 0))

@@ -14,7 +14,9 @@ uses them together, so they move together. Order of work:
    smallest unit moves there (balance by count: hashing spreads keys, so units cost alike; the
    smallest moves first, so a batch pays for the least reloading).
 A step's moves together stay within the budget; a unit larger than the whole budget moves alone
-(else it would never move). A budget of zero moves nothing.
+(else it would never move). A budget of zero moves nothing. A `cold` executor (just started, no
+task run yet: its JVM still loading classes and compiling) takes no unit until it is warm, so a
+grow's JVM start and its state moves do not land on the same batches; units already on it stay.
 
 `budget_bytes` turns a query's SLA slack into that budget: moving a unit makes a following batch
 reload it, `bytes / rate` seconds, and a step may spend half the slack. The rate is measured, not
@@ -92,9 +94,10 @@ def spread(partitions: list[Partition]) -> dict[str, int]:
     return dict(Counter(p.executor for p in partitions if p.executor is not None))
 
 
-def next_moves(partitions: list[Partition], executors: list[str], leaving: frozenset[str], budget: int) -> list[Move]:
+def next_moves(partitions: list[Partition], executors: list[str], leaving: frozenset[str], budget: int,
+               cold: frozenset[str] = frozenset()) -> list[Move]:
     """The moves of one step (see the module's docstring); never a unit twice."""
-    staying = sorted(e for e in executors if e not in leaving)
+    staying = sorted(e for e in executors if e not in leaving and e not in cold)
     if budget <= 0 or not staying:
         return []
     load = {e: 0 for e in staying}
@@ -104,6 +107,8 @@ def next_moves(partitions: list[Partition], executors: list[str], leaving: froze
         if p.executor in load:
             load[p.executor] += 1
             placed[p.executor].append(p)
+        elif p.executor in cold and p.executor not in leaving:
+            continue
         elif p.executor is not None:  # on a leaving executor, or one that is gone
             homeless.append(p)
     moves: list[Move] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sluice.runtime.executors import ExecutorView, Step, parse_executors, plan, victims
+from sluice.runtime.executors import WARM_AFTER, ExecutorView, Step, parse_executors, plan, victims
 
 
 def ex(id_: str, tasks: int = 0, added: float = 0.0, blocks: int = 0) -> ExecutorView:
@@ -77,6 +77,15 @@ def test_parse_the_status_api_list() -> None:
     ]
     [one] = parse_executors(rows)
     assert one == ExecutorView("1", 2, 1795255205.5, 3)
+    rows[1]["completedTasks"] = 5
+    assert parse_executors(rows)[0].completed_tasks == 5
+
+
+def test_a_new_executor_is_warm_once_it_ran_a_task_or_has_been_up_long_enough() -> None:
+    fresh = ExecutorView("3", 1, added_at=100.0)  # running its first task: not done yet
+    assert not fresh.warm(now=101.0)
+    assert ExecutorView("3", 0, added_at=100.0, completed_tasks=1).warm(now=101.0)
+    assert not fresh.warm(now=100.0 + WARM_AFTER - 0.1) and fresh.warm(now=100.0 + WARM_AFTER)
 
 
 def test_with_state_moving_the_surplus_is_chosen_once_and_killed_only_when_it_holds_no_partition() -> None:

@@ -47,6 +47,20 @@ def test_the_skew_spark_leaves_is_fixed() -> None:
     assert spread(after) == {"1": 3, "2": 3}
 
 
+def test_a_cold_executor_takes_no_partition_until_warm_and_keeps_what_it_holds() -> None:
+    parts = units({"1": 3, "2": 3})
+    assert next_moves(parts, ["1", "2", "3"], frozenset(), UNLIMITED, cold=frozenset({"3"})) == []
+    warm = next_moves(parts, ["1", "2", "3"], frozenset(), UNLIMITED)
+    assert {m.target for m in warm} == {"3"} and len(warm) == 2
+    # units already on a cold executor (Spark placed them there) stay; others balance around it
+    parts = [*units({"1": 4}), Partition((0, 50), "3", MB)]
+    moves = next_moves(parts, ["1", "2", "3"], frozenset(), UNLIMITED, cold=frozenset({"3"}))
+    assert [(m.source, m.target) for m in moves] == [("1", "2"), ("1", "2")]
+    # a cold executor that is leaving is emptied like any leaving one
+    moves = next_moves(parts, ["1", "2", "3"], frozenset({"3"}), UNLIMITED, cold=frozenset({"3"}))
+    assert ("3", "2") in [(m.source, m.target) for m in moves]
+
+
 def test_a_shrink_moves_the_leaving_executors_partitions_first() -> None:
     parts = units({"1": 2, "2": 2, "3": 2})
     moves = next_moves(parts, ["1", "2", "3"], frozenset({"3"}), UNLIMITED)

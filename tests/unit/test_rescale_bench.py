@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from click.testing import CliRunner
 
-from sluice.bench.rescale import Run, figures, per_key
+from sluice.api.expressions import check_expression
+from sluice.api.manifest import load_query
+from sluice.bench.rescale import Run, figures, manifest, pad_expression, per_key, sized, table_text
 from sluice.cli.main import main
 
 
@@ -47,3 +52,46 @@ def test_bad_strategies_and_stores_get_one_sentence() -> None:
     assert out.exit_code == 1 and "--strategies: use some of all-at-once" in out.output
     out = CliRunner().invoke(main, ["bench", "rescale", "--stores", "redis"])
     assert out.exit_code == 1 and "--stores: use some of default, rocksdb" in out.output
+
+
+def test_state_mb_sets_the_keys_and_the_value_size_that_reach_it() -> None:
+    assert sized(1024, None) == (1_000_000, 1074)  # 2**30 / 10**6 rounded up
+    assert sized(64, None) == (262_144, 256)  # fewer keys, so a value keeps 256 bytes
+    assert sized(1, None) == (4096, 256)
+    assert sized(100, 100_000) == (100_000, 1049)  # --keys given: the value is the size over them
+    with pytest.raises(ValueError, match="raise --keys to at least 65536"):
+        sized(1024, 1000)
+
+
+def test_the_pad_is_the_value_size_of_unrepeated_digests_and_a_valid_row_local_expression() -> None:
+    text = pad_expression(300)
+    assert text.count("sha2(") == 3 and text.endswith(", 300, '.')")  # 3 x 128 hex digits cut to 300
+    assert check_expression(text) == text
+    query = load_query(manifest("127.0.0.1:9092", "t", Path("/tmp/sink"), "5s", value_bytes=300, partitions=64))
+    assert [step.kind for step in query.spec.pipeline] == ["withColumn", "groupBy", "aggregate", "select"]
+    assert query.spec.resources.shufflePartitions == 64
+
+
+def test_state_mb_refusals_name_the_flag() -> None:
+    out = CliRunner().invoke(main, ["bench", "rescale", "--state-mb", "1024", "--keys", "1000"])
+    assert out.exit_code == 1 and "--state-mb 1024 over --keys 1000 needs 1073742 bytes a key" in out.output
+    assert "Traceback" not in out.output
+
+
+def test_the_peak_before_state_moved_and_the_peak_while_it_moves_are_apart() -> None:
+    # a grow: the new JVMs start (the batch at 2 s, begun at 0.8 s), state first moves at 4 s, and
+    # the batch begun at 4.5 s reloads it
+    run = Run("grow", "partition-paced", "default", batches=[(-2.0, 200.0), (-1.0, 200.0), (2.0, 1200.0), (3.5, 300.0),
+                                                            (5.5, 1000.0), (6.5, 250.0)],
+              latency=[(-1.0, 900.0)], migration_s=7.0, ready_s=1.5, state_moved_s=4.0,
+              reloads=[(2, 8 * 2**20, 0.8, 1.0), (1, 4 * 2**20, 0.6, 0.5)])
+    got = figures(run)
+    assert got["peak_before_state_moved_ms"] == 1200.0 and got["peak_state_moving_ms"] == 1000.0
+    assert got["peak_before_state_moved_over_steady"] == 6.0 and got["peak_state_moving_over_steady"] == 5.0
+    assert got["partition_load_s"] == [0.4, 0.6] and got["ready_s"] == 1.5
+    assert (got["steps_measured"], got["steps_over_budget"]) == (2, 1)  # the second spent 0.6 s of its 0.5
+    # all-at-once's grow moves no state: its whole peak is the change's own
+    run = Run("grow", "all-at-once", "default", batches=run.batches, latency=run.latency, migration_s=7.0)
+    got = figures(run)
+    assert got["peak_before_state_moved_ms"] == 1200.0 and got["peak_state_moving_ms"] is None
+    assert "| 1200.0 ms | 6.0x | 6.0x / - |" in table_text({"default": {"grow": {"all-at-once": got}}})

@@ -1064,8 +1064,12 @@ def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, m
               help="Rescale strategies compared in the same run.")
 @click.option("--stores", default="default,rocksdb", show_default=True,
               help="State store providers: default (HDFS-backed) and rocksdb.")
-@click.option("--keys", type=click.IntRange(1000, 100_000_000), default=1_000_000, show_default=True,
-              help="Distinct keys in the query's state (preloaded before the change).")
+@click.option("--keys", type=click.IntRange(1000, 100_000_000), default=None,
+              help="Distinct keys in the query's state (preloaded before the change).  [default: 1000000; with "
+                   "--state-mb, up to 1000000 so each key's value is at least 256 bytes]")
+@click.option("--state-mb", "state_mb", type=click.IntRange(1, 65536), default=None,
+              help="The state's size in MiB: each key also keeps a value so that keys x value reach it (with --keys, "
+                   "the value is the size over the keys), over 64 state partitions.  [default: counts only]")
 @click.option("--rate", type=click.FloatRange(1, 1e6), default=1000, show_default=True, help="Events per second after the preload.")
 @click.option("--steady", type=DurationParam(10, 3600, legacy=True), default="40s", show_default=True,
               help="Steady batches before the target changes.")
@@ -1077,8 +1081,8 @@ def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, m
               help="Run nothing: render the table and plot again from an earlier run's results.json.")
 @_json_option
 @_sitting_option
-def bench_rescale(strategies: str, stores: str, keys: int, rate: float, steady: float, after: float, out: str,
-                  from_results: str | None, as_json: bool) -> None:
+def bench_rescale(strategies: str, stores: str, keys: int | None, state_mb: int | None, rate: float, steady: float,
+                  after: float, out: str, from_results: str | None, as_json: bool) -> None:
     """Megaphone's figure: a stateful query's batches while the pool grows 2->4 and shrinks 4->2 (local-cluster)."""
     from sluice.bench import rescale as rescale_bench
     from sluice.testing.kafka import KafkaUnavailable
@@ -1100,7 +1104,16 @@ def bench_rescale(strategies: str, stores: str, keys: int, rate: float, steady: 
     if not providers or any(p not in rescale_bench.STORES for p in providers):
         click.echo(f"--stores: use some of {', '.join(rescale_bench.STORES)} (got {stores!r}).", err=True)
         sys.exit(1)
-    options = rescale_bench.Options(keys=keys, rate=rate, steady=steady, after=after)
+    if state_mb is None:
+        options = rescale_bench.Options(keys=keys or rescale_bench.Options.keys, rate=rate, steady=steady, after=after)
+    else:
+        try:
+            keys, value_bytes = rescale_bench.sized(state_mb, keys)
+        except ValueError as error:
+            click.echo(f"{error}.", err=True)
+            sys.exit(1)
+        options = rescale_bench.Options(keys=keys, rate=rate, steady=steady, after=after, state_mb=state_mb,
+                                        value_bytes=value_bytes, partitions=rescale_bench.STATE_PARTITIONS)
     _calibrate_now()
     try:
         document = rescale_bench.run(options, chosen, providers, Path(out), log=lambda m: click.echo(m, err=True))
