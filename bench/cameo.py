@@ -11,6 +11,13 @@ on (`sluice run --drain`) until every query has read the rows it was sent, or fo
 longest SLA plus `DRAIN_MARGIN_S`, so each row left unread has passed its SLA by the end. A row
 never read (`backlog_end` = `sent` - `processed`) counts as outside its SLA; a query that was
 sent rows of which none could be judged keeps 0%, not "no figure".
+
+One measuring point (`latency_end` per query in results.json): a query writing Kafka whose output
+keeps the event's `seq` is measured where a reader sees its rows, by a read_committed consumer of
+its sink topic (`testing/sink_reads.py`: arrival less production time, one entry per output
+record), in micro-batch and Real-time Mode alike; any other query at its batch's commit, as the
+runtime measures it (`"commit"`). Its unread rows then count in output records at the query's
+own ratio of records written to rows read.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from sluice.api.query import Delivery, KafkaSink, StreamingQuery
 from sluice.api.scenario import LoadSpec, Scenario, ScenarioError, load_scenario
 from sluice.runtime.latency import weighted_quantile as quantile
 from sluice.scheduler.execution import mode_of
+from sluice.testing.sink_reads import SinkReader, latencies, production_times
 
 AUTO = "auto"
 """The variant beside the policies: cameo, with each query in the execution mode its manifest asks
@@ -167,6 +175,7 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
     # load started at a guess of Spark's start time (8 s before 2026-11-26) left slower starts a
     # backlog (9-13 s of load before the first batch, twice) that spilled into the measured window.
     await_ready([(folder / f"{prefix}ready", proc, folder / f"{prefix}run.log") for prefix, proc in procs])
+    readers = {q.key: SinkReader(broker.bootstrap, sink).start() for q, sink in zip(queries, sinks, strict=True) if sink}
     producers, stop, sent = start_load(scenario, queries, topics, broker.bootstrap, seconds)
     for p in producers:  # each load ends with its plan
         p.join(seconds + 60)
@@ -178,6 +187,8 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
     counts.write_text(json.dumps({k: v.get("sent", 0) for k, v in sent.items()}))
     counts.replace(folder / "sent.json")
     codes = {prefix: proc.wait(timeout=drain_seconds(queries) + 300) for prefix, proc in procs}
+    for reader in readers.values():
+        reader.stop()
     result: dict[str, Any] = {}
     for prefix, code in codes.items():
         report = folder / f"{prefix}report.json"
@@ -187,9 +198,24 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
         part = json.loads(report.read_text())
         result = {**part, "queries": {**result.get("queries", {}), **part["queries"]}}
     result["sent"] = sent
+    result["sink_reads"] = {key: sink_read(reader, topics[[q.key for q in queries].index(key)], broker.bootstrap,
+                                           sent.get(key, {}).get("started_at"), scenario.warmup.seconds, result["started_at"])
+                            for key, reader in readers.items()}
     log(f"  {policy}{'' if gate == 'inprocess' else ' (' + gate + ')'}: "
         + ", ".join(f"{k} p99 {v['p99_ms']} ms" for k, v in result["queries"].items()))
     return result
+
+
+def sink_read(reader: SinkReader, source: str, bootstrap: str, load_started: float | None, warmup: float,
+              report_started: float) -> dict[str, Any]:
+    """One query's sink-read latencies: `latencies` as [seconds on the report's clock, ms] for the
+    records whose input was produced in the measured window (from the load's start plus the
+    warm-up), with the reader's counts."""
+    produced = production_times(bootstrap, source) if reader.arrivals else {}
+    since = (load_started or 0.0) + warmup
+    return {"latencies": [[round(at - report_started, 3), round(ms, 2)]
+                          for at, ms in latencies(reader.arrivals, produced, since)],
+            "records": reader.records, "unmatched": reader.unmatched, "error": reader.error}
 
 
 SIDECAR = "+sidecar"
@@ -221,6 +247,21 @@ def _weighted(timeline: list[list[Any]], start: float, end: float) -> list[tuple
     )
 
 
+def _read_at_sink(report: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """The query's sink-read latencies if it was measured there (see the module's docstring)."""
+    read = (report.get("sink_reads") or {}).get(key)
+    return read if read and read["latencies"] else None
+
+
+def _sample(report: dict[str, Any], key: str, start: float, end: float) -> list[tuple[float, float]]:
+    """(latency ms, rows) between `start` and `end` on the report's clock: each output record read
+    at the sink (weight 1), else each committed batch's rows at its quantiles."""
+    read = _read_at_sink(report, key)
+    if read is not None:
+        return sorted((float(ms), 1.0) for t, ms in read["latencies"] if start <= t < end)
+    return _weighted(report["queries"].get(key, {}).get("timeline", []), start, end)
+
+
 def judge_rows(report: dict[str, Any], key: str) -> dict[str, int]:
     """A run's rows of one query: `sent` by the load, `processed` (read by committed batches) and
     `backlog_end`, the rows sent that no batch read by the run's end."""
@@ -242,8 +283,7 @@ def summarize(runs: dict[str, list[dict[str, Any]]], scenario: Scenario, queries
         if not loads:
             return []
         offset = min(loads) - report["started_at"]  # load time 0 on the report's clock
-        timeline = report["queries"].get(key, {}).get("timeline", [])
-        return [x for at, length in bursts for x in _weighted(timeline, offset + at, offset + at + length + 10)]
+        return [x for at, length in bursts for x in _sample(report, key, offset + at, offset + at + length + 10)]
 
     for policy, reports in runs.items():
         table: dict[str, Any] = {}
@@ -264,15 +304,23 @@ def query_figures(reports: list[dict[str, Any]], query: StreamingQuery) -> dict[
     """One query's figures over `reports` (a policy's repeats): p50/p99/max over every measured
     batch, attainment over every row of the measured window (unread rows outside the SLA)."""
     key = query.key
-    timelines = [r["queries"][key].get("timeline", []) for r in reports if key in r["queries"]]
-    sample = sorted(x for tl in timelines for x in _weighted(tl, 0, 1e12))
+    ran = [r for r in reports if key in r["queries"]]
+    reads = [read for r in ran if (read := _read_at_sink(r, key)) is not None]
+    at_sink = bool(ran) and len(reads) == len(ran)
+    sample = sorted(x for r in ran for x in (_sample(r, key, -1e12, 1e12) if at_sink else
+                                             _weighted(r["queries"][key].get("timeline", []), 0, 1e12)))
     target = query.spec.sla.latencyTarget.ms
     total = sum(w for _, w in sample)
     within = sum(w for v, w in sample if v <= target)
     judged = [judge_rows(r, key) for r in reports]
     sent = sum(j["sent"] for j in judged)
     backlog = sum(j["backlog_end"] for j in judged)
-    outside_all = total + backlog  # every row of the measured window, read or not
+    unread = float(backlog)
+    if at_sink:  # unread input rows in output records, at the query's own ratio of the two
+        records = sum(int(read["records"]) for read in reads)
+        processed = sum(j["processed"] for j in judged)
+        unread = backlog * (records / processed if processed else 1.0)
+    outside_all = total + unread  # every row of the measured window, read or not
     n = max(len(reports), 1)
     return {
         "p50_ms": quantile(sample, 0.5), "p99_ms": quantile(sample, 0.99),
@@ -281,6 +329,7 @@ def query_figures(reports: list[dict[str, Any]], query: StreamingQuery) -> dict[
         "attainment_batches": within / total if total else None,
         "rows": sum(r["queries"][key]["rows"] for r in reports if key in r["queries"]) // n,
         "sent": sent // n, "processed": sum(j["processed"] for j in judged) // n, "backlog_end": backlog // n,
+        "latency_end": "sink read" if at_sink else "commit",
     }
 
 
@@ -339,6 +388,11 @@ def render_table(summary: dict[str, Any], queries: list[StreamingQuery]) -> str:
             unread = q.get("backlog_end", 0)
             lines.append(f"{policy:7} {query.key:32} {f(q['p50_ms']):>8} {f(q['p99_ms']):>8} {f(q['max_ms']):>8} "
                          f"{f(q['sla_ms']):>8} {att:>7} {q['rows']:>9} {unread:>7} {'yes' if met_p99(q) else 'NO'}")
+    at_sink = sorted({q.key for table in summary["policies"].values() for q in queries
+                      if table[q.key].get("latency_end") == "sink read"})
+    if at_sink:
+        lines.append(f"latency read at the sink (read_committed consumer, one entry per output record): {', '.join(at_sink)}; "
+                     "the others at their batch's commit")
     return "\n".join(lines)
 
 
@@ -468,7 +522,10 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
     document = {"policies": summary["policies"], "burst_p99_ms": summary["burst"], "scenario": scenario.name,
                 "repeat": repeat, "target": target, "urgent_lane": urgent_lane, "delivery": delivery or "scenario",
                 "gate": "sidecar" if target == "node" else ",".join(gates), "gate_ask_ms": gate_ask(runs),
-                "drain_s": drain_seconds(queries)}
+                "drain_s": drain_seconds(queries),
+                "latency_end": {"sink read": "a read_committed consumer of the sink topic stamps each output record's "
+                                             "arrival (Kafka sinks whose output keeps seq)",
+                                "commit": "the batch's commit (every other query)"}}
     extra = [f"{name} {key}: gate ask (besides queueing) p50 {ms['p50']} ms, p90 {ms['p90']} ms"
              for name, per in document["gate_ask_ms"].items() for key, ms in per.items() if ms]
     if target == "node":

@@ -5,8 +5,9 @@ row as it comes, and the trigger's duration is only how often progress is checkp
 no batch function either (Real-time Mode writes Kafka itself), so latency cannot be observed
 inside the write. It is measured just downstream instead: every output record carries its
 input's production time in a header (`sluice-produced-ms`), and a consumer of the sink topic
-takes each record's timestamp (set by Spark's producer when it sent the record) minus that
-header. Nothing runs per row in Python on the query's own path; the consumer is beside it.
+(read_committed, as a reader of the results would be) takes each record's arrival minus that
+header: where a reader sees the row, not when Spark's producer sent it (the record's timestamp,
+the end used before 2026-11-29, which left out the broker's acknowledgement and the fetch). Nothing runs per row in Python on the query's own path; the consumer is beside it.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def writer(frame: Any, query: StreamingQuery, checkpoint: str) -> Any:
 
 
 def summarize(samples: list[tuple[float, float]]) -> BatchLatency | None:
-    """(written, produced) epoch seconds of some output records -> one latency entry (GRID quantiles)."""
+    """(read, produced) epoch seconds of some output records -> one latency entry (GRID quantiles)."""
     if not samples:
         return None
     latencies = sorted((max(w - p, 0.0) for w, p in samples), reverse=True)
@@ -116,18 +117,21 @@ class SinkLatency:
         from confluent_kafka import Consumer, KafkaException
 
         consumer = Consumer({"bootstrap.servers": self.sink.bootstrapServers, "group.id": f"sluice-latency-{self.name}",
-                             "auto.offset.reset": "latest", "enable.auto.commit": False})
+                             "auto.offset.reset": "latest", "enable.auto.commit": False,
+                             "isolation.level": "read_committed", "fetch.wait.max.ms": 10})
         try:
             consumer.subscribe([self.sink.topic])
             samples: list[tuple[float, float]] = []
             flushed = time.monotonic()
             while not self._stop.is_set():
-                for message in consumer.consume(num_messages=1000, timeout=0.1):
+                messages = consumer.consume(num_messages=1000, timeout=0.1)
+                arrived = time.time()
+                for message in messages:
                     if message.error():
                         continue
                     produced = dict(message.headers() or []).get(HEADER)
                     if produced is not None:
-                        samples.append((message.timestamp()[1] / 1000, int(produced) / 1000))
+                        samples.append((arrived, int(produced) / 1000))
                 if time.monotonic() - flushed >= WINDOW:
                     entry = summarize(samples)
                     if entry is not None:
