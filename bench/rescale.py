@@ -181,8 +181,11 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
     _wait(lambda: scaler.state().current == start, 120, f"{start} executors")
     topic = broker.create_topic(f"rescale-{uuid.uuid4().hex[:8]}", partitions=4)
     preload_rate = min(50_000.0, options.keys / 2)  # this machine's producer writes ~150,000 events/s at most
-    preload = generate(LoadPlan(topic, rate=preload_rate, duration=options.keys / preload_rate + 0.5, keys=options.keys),
-                       broker.bootstrap)
+    # every key once, however slowly the producer keeps pace (a time-bounded preload came out
+    # 4,377 events short on 2026-11-29 and failed the run), within a generous deadline
+    deadline = time.time() + 3 * options.keys / preload_rate + 60
+    preload = generate(LoadPlan(topic, rate=preload_rate, keys=options.keys, count=options.keys), broker.bootstrap,
+                       stop=lambda: time.time() > deadline)
     if preload["sent"] < options.keys:
         raise RuntimeError(f"the producer preloaded {preload['sent']} of {options.keys} events")
     stop = threading.Event()

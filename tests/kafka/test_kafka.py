@@ -58,6 +58,13 @@ def test_generator_keeps_its_rate_and_stamps_production_time(broker: KafkaBroker
         assert abs(stamp / 1000 - (produced + int(event["produced_at"][20:23]) / 1000)) < 0.002
 
 
+def test_a_counted_load_sends_exactly_its_count_however_long_it_takes(broker: KafkaBroker, topic: str) -> None:
+    # 2,500 events at 5,000/s: half a second's schedule; no duration bounds it, the count does
+    result = generate(LoadPlan(topic, rate=5000, keys=7, count=2500), broker.bootstrap)
+    assert (result["sent"], result["failed"]) == (2500, 0)
+    assert broker.count(topic) == 2500
+
+
 def test_every_event_is_counted_once_across_a_restart(kafka_spark: Any, broker: KafkaBroker, topic: str, tmp_path: Path) -> None:
     out, checkpoints = tmp_path / "out", tmp_path / "ck"
     query = kafka_query("copy", broker.bootstrap, topic, {"type": "files", "format": "parquet", "path": str(out)})

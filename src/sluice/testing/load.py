@@ -31,6 +31,9 @@ class LoadPlan:
     keys: int = 100
     first_seq: int = 0
     """The first event's `seq` (a second load on one topic continues the first's numbers)."""
+    count: int | None = None
+    """Stop once this many events are sent (a preload that must be whole however slowly the
+    producer keeps pace; `duration` may then be None)."""
 
     def rate_at(self, elapsed: float) -> float:
         factor = 1.0
@@ -81,6 +84,10 @@ def generate(
             if plan.duration is not None and elapsed >= plan.duration:
                 break
             due = int(plan.expected(elapsed))
+            if plan.count is not None:
+                if sent >= plan.count:
+                    break
+                due = min(due, plan.count)
             while sent < due:
                 produced = time.time()
                 key = f"k{sent % plan.keys}"
