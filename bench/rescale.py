@@ -127,6 +127,8 @@ class Run:
     """Spark's `memoryUsedBytes` of the state operators at the change (RocksDB: its own memory use)."""
     state_disk_bytes: int | None = None
     """The state partitions' bytes in the checkpoint at the change."""
+    samples: list[tuple[float, int, int]] = field(default_factory=list)
+    """(seconds since the change, executors, pending state moves) about every second after it."""
     reloads: list[tuple[int, int, float, float]] = field(default_factory=list)
     """(units, bytes, seconds, seconds its budget allowed) of each partition-paced step measured
     after the change (`megaphone.Reload`)."""
@@ -143,7 +145,7 @@ def manifest(bootstrap: str, topic: str, sink: Path, sla: str, value_bytes: int 
     if value_bytes > 0:
         pipeline = [{"withColumn": {"name": "pad", "expr": pad_expression(value_bytes)}}, {"groupBy": ["key"]},
                     {"aggregate": [{"fn": "count", "name": "n"}, {"fn": "max", "column": "pad", "name": "pad"}]},
-                    {"select": ["key", "n", "length(pad) AS pad_bytes"]}]  # dropped, Spark would prune it from the state
+                    {"select": ["key", "n", "length(pad) AS pad_bytes"]}]  # unread, Spark would prune pad from the state
     return {"apiVersion": API_VERSION, "kind": "StreamingQuery", "metadata": {"name": "state", "namespace": "bench"},
             "spec": {"pool": "bench",
                      "source": {"type": "kafka", "bootstrapServers": bootstrap, "topic": topic, "startingOffsets": "earliest",
@@ -237,10 +239,9 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
             if int(time.time() - origin) % 5 == 0:
                 log(f"    t={time.time() - origin:5.1f}s executors={state.current} leaving={state.leaving} "
                     f"pending={state.pendingMoves} moves={state.stateMoves} placement={state.placement.get(query.key)}")
-            if result.migration_s is None and state.current == end and (mover is None or state.pendingMoves == 0) \
-                    and time.time() - origin > 2:
-                result.migration_s = round(time.time() - origin, 1)
+            result.samples.append((since, state.current, state.pendingMoves if mover else 0))
             time.sleep(1)
+        result.migration_s = migration_end(result.samples, end)
         if direction == "grow":
             new = {e.id for e in scaler.executors()} - before
             parts = state_stores.partitions(spark, hosted.handle)
@@ -287,6 +288,17 @@ def _sink_check(spark: Any, handle: Any, sink: Path, bootstrap: str) -> tuple[in
     both = produced.join(latest, "key", "full_outer").fillna(0, ["consumed", "counted"])
     differ = both.where("consumed != counted").select("consumed", "counted").collect()
     return consumed, counted, [(int(r["consumed"]), int(r["counted"])) for r in differ]
+
+
+def migration_end(samples: list[tuple[float, int, int]], target: int) -> float | None:
+    """When the migration ended: the first sample after the last one that still had executors to
+    start or stop or state to move, once at least 2 s after the change; None if it never ended
+    within the run (pure). The first sample that looked done is not enough: the state mover
+    counts pending moves at its next step, after a batch, so the sample right after new
+    executors registered said 0 (2026-11-29: a grow declared done at 13.8 s moved state until 76 s)."""
+    unsettled = [t for t, executors, pending in samples if executors != target or pending > 0]
+    after = [t for t, _, _ in samples if t >= 2 and (not unsettled or t > unsettled[-1])]
+    return after[0] if after else None
 
 
 def per_key(mismatched: list[tuple[int, int]]) -> tuple[int, int]:
@@ -440,7 +452,8 @@ def rerender(results: Path, out: Path) -> dict[str, Any]:
     """`report` again from an earlier run's results.json."""
     document = json.loads(results.read_text())
     runs = [Run(**{**r, "batches": [tuple(b) for b in r["batches"]], "latency": [tuple(x) for x in r["latency"]],
-                   "reloads": [tuple(x) for x in r.get("reloads", [])]})
+                   "reloads": [tuple(x) for x in r.get("reloads", [])],
+                   "samples": [tuple(x) for x in r.get("samples", [])]})
             for r in document["runs"]]
     out.mkdir(parents=True, exist_ok=True)
     return report(runs, Options(**document["options"]), document["wall_seconds"], out)

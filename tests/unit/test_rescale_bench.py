@@ -9,7 +9,16 @@ from click.testing import CliRunner
 
 from sluice.api.expressions import check_expression
 from sluice.api.manifest import load_query
-from sluice.bench.rescale import Run, figures, manifest, pad_expression, per_key, sized, table_text
+from sluice.bench.rescale import (
+    Run,
+    figures,
+    manifest,
+    migration_end,
+    pad_expression,
+    per_key,
+    sized,
+    table_text,
+)
 from sluice.cli.main import main
 
 
@@ -95,3 +104,13 @@ def test_the_peak_before_state_moved_and_the_peak_while_it_moves_are_apart() -> 
     got = figures(run)
     assert got["peak_before_state_moved_ms"] == 1200.0 and got["peak_state_moving_ms"] is None
     assert "| 1200.0 ms | 6.0x | 6.0x / - |" in table_text({"default": {"grow": {"all-at-once": got}}})
+
+
+def test_the_migration_ends_after_the_last_sample_with_work_left_not_at_the_first_that_looks_done() -> None:
+    # 2026-11-29's grow: executors up at 13.8 s with no move counted yet, then 4 moves pending
+    # from 15.8 s and still 2 at the run's end: it never ended (the first rule said 13.8 s)
+    grow = [(0.5, 2, 0), (1.5, 2, 0), (13.8, 4, 0), (15.8, 4, 4), (45.4, 4, 4), (50.4, 4, 3), (76.0, 4, 2)]
+    assert migration_end(grow, 4) is None
+    assert migration_end([(0.5, 2, 0), (5.0, 4, 0), (6.0, 4, 2), (7.0, 4, 0), (8.0, 4, 0)], 4) == 7.0
+    assert migration_end([(0.5, 4, 0), (1.5, 3, 0), (2.5, 2, 0), (3.5, 2, 0)], 2) == 2.5  # a shrink, no mover
+    assert migration_end([(0.5, 4, 0), (1.5, 4, 0), (2.5, 4, 0)], 4) == 2.5  # nothing to do: 2 s at least
