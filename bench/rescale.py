@@ -42,11 +42,12 @@ from typing import Any
 
 from sluice.api.constants import API_VERSION
 from sluice.api.manifest import load_query
+from sluice.runtime.session import ROCKSDB
 
 STRATEGIES = ("all-at-once", "executor-paced", "partition-paced")
 DIRECTIONS = {"grow": (2, 4), "shrink": (4, 2)}
 STORES = {"default": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
-          "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"}
+          "rocksdb": ROCKSDB}
 PARTITIONS = 8
 STATE_PARTITIONS = 64
 """State partitions under `--state-mb` (the regime where state dominates)."""
@@ -408,7 +409,7 @@ def plot(runs: list[Run], out: Path) -> None:
 
 def run(options: Options, strategies: list[str], stores: list[str], out: Path, log: Callable[[str], None]) -> dict[str, Any]:
     from sluice.runtime.runner import stop_session
-    from sluice.runtime.session import SessionConfig, build_session
+    from sluice.runtime.session import PROVIDER, SessionConfig, build_session
     from sluice.testing.kafka import KafkaBroker
 
     out.mkdir(parents=True, exist_ok=True)
@@ -416,12 +417,16 @@ def run(options: Options, strategies: list[str], stores: list[str], out: Path, l
     broker = KafkaBroker(out / "kafka").start()
     stop_session()
     executor_mb = 512 + (options.state_mb or 0)  # the default store keeps each executor's share in its heap
-    spark = build_session(SessionConfig(master=f"local-cluster[4,1,{executor_mb + 512}]", kafka=True, workdir=out / "spark",
-                                        extra={"spark.executor.memory": f"{executor_mb}m"}))
     runs: list[Run] = []
     started = time.time()
+    spark = None
     try:
-        for store in stores:
+        for store in stores:  # a session per store: the filesystem the session sets up depends on it
+            if spark is not None:
+                spark.stop()
+            spark = build_session(SessionConfig(master=f"local-cluster[4,1,{executor_mb + 512}]", kafka=True,
+                                                workdir=out / "spark",
+                                                extra={"spark.executor.memory": f"{executor_mb}m", PROVIDER: STORES[store]}))
             for direction in DIRECTIONS:
                 for strategy in strategies:
                     log(f"{store}, {direction}, {strategy} ({time.time() - started:.0f}s elapsed)")
@@ -429,7 +434,8 @@ def run(options: Options, strategies: list[str], stores: list[str], out: Path, l
                                          out / "runs" / f"{store}-{direction}-{strategy}", log))
                     (out / "partial.json").write_text(json.dumps([asdict(r) for r in runs]))  # kept if a later run fails
     finally:
-        spark.stop()
+        if spark is not None:
+            spark.stop()
         broker.stop()
     return report(runs, options, round(time.time() - started), out)
 

@@ -53,6 +53,21 @@ counter. Through the FileSystem API on the raw local filesystem it is 4 (the `ch
 checksums and the processes cost a filter's micro-batch a third of its time (measured:
 docs/architecture.md, "Measurements behind the design"). Rename keeps
 each write atomic on a local filesystem; on an object store neither of Spark's writers is."""
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HADOOP_LOCAL_FILES = "org.apache.hadoop.fs.LocalFileSystem"
+
+
+def local_files(extra: dict[str, str]) -> dict[str, str]:
+    """RAW_LOCAL_FILES for a session with `extra` config, but Hadoop's own `fs.file.impl` when the
+    RocksDB state store is chosen: it takes the local filesystem through Hadoop's
+    `FileSystem.getLocal`, which casts it to `LocalFileSystem`, and on the raw one every batch
+    failed its state commit (a ClassCastException; `sluice bench rescale`, 2026-11-29). Set, not
+    left out: a session started earlier in the same process leaves its settings to the next one
+    as defaults. The checkpoint writer and FileContext's raw local filesystem stay."""
+    if extra.get(PROVIDER) == ROCKSDB:
+        return RAW_LOCAL_FILES | {"spark.hadoop.fs.file.impl": HADOOP_LOCAL_FILES}
+    return dict(RAW_LOCAL_FILES)
 
 
 LOG4J2 = Path(__file__).resolve().with_name("log4j2.properties")
@@ -368,7 +383,7 @@ def build_session(config: SessionConfig) -> Any:
                    .config("spark.jars.ivy", str(ivy))
                    .config("spark.jars.ivySettings", str(ivy_settings(ivy))))
     executors = {} if config.master.startswith("local[") else DECOMMISSION
-    for key, value in (RAW_LOCAL_FILES | executors | jvm_sink.session_conf() | lane | config.extra).items():
+    for key, value in (local_files(config.extra) | executors | jvm_sink.session_conf() | lane | config.extra).items():
         builder = builder.config(key, value)
     if SparkSession.getActiveSession() is None and not _jvm_running():
         with _filtered_jvm_stderr():

@@ -324,6 +324,23 @@ def test_checkpoints_go_through_hadoop_s_filesystem_api_on_raw_local_files(spark
     assert path.getFileSystem(conf).getClass().getName() == "org.apache.hadoop.fs.RawLocalFileSystem"
 
 
+def test_hadoop_s_local_filesystem_is_not_the_raw_one_so_rocksdb_keeps_hadoop_s_default(spark: Any) -> None:
+    """Why `session.local_files` leaves `fs.file.impl` alone for the RocksDB state store: Hadoop's
+    `FileSystem.getLocal` (which RocksDB's state commit takes) casts the local filesystem to
+    `LocalFileSystem`, and the raw one is not one. If an upgrade stops casting, this fails and
+    the exception can go."""
+    from py4j.protocol import Py4JJavaError
+
+    jvm = spark._jvm
+    conf = jvm.org.apache.hadoop.conf.Configuration()
+    conf.set("fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
+    conf.set("fs.file.impl.disable.cache", "true")
+    with pytest.raises(Py4JJavaError, match="ClassCastException"):
+        jvm.org.apache.hadoop.fs.FileSystem.getLocal(conf)
+    conf.set("fs.file.impl", "org.apache.hadoop.fs.LocalFileSystem")
+    assert jvm.org.apache.hadoop.fs.FileSystem.getLocal(conf).getClass().getName() == "org.apache.hadoop.fs.LocalFileSystem"
+
+
 def test_restart_from_checkpoint_loses_nothing(spark: Any, host_factory: Any, tmp_path: Path) -> None:
     data, out, checkpoints = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
     sink = {"type": "files", "format": "parquet", "path": str(out)}

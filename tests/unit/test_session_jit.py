@@ -97,3 +97,15 @@ def test_on_executor_pods_each_executor_gets_the_lanes_slots_and_turns_and_asks_
     # a count that is not one names the setting
     with pytest.raises(ValueError, match=r"spark\.executor\.cores=.two."):
         executor_lane(True, {"spark.executor.cores": "two"})
+
+
+def test_the_rocksdb_state_store_keeps_hadoop_s_local_filesystem_and_the_rest_stays_raw() -> None:
+    from sluice.runtime.session import PROVIDER, RAW_LOCAL_FILES, ROCKSDB, local_files
+
+    assert local_files({}) == RAW_LOCAL_FILES
+    assert local_files({PROVIDER: "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"}) == RAW_LOCAL_FILES
+    rocksdb = local_files({PROVIDER: ROCKSDB})
+    # set to Hadoop's own, not left out: an earlier session's raw one would be the default
+    assert rocksdb["spark.hadoop.fs.file.impl"] == "org.apache.hadoop.fs.LocalFileSystem"
+    assert {k: v for k, v in rocksdb.items() if k != "spark.hadoop.fs.file.impl"} == \
+        {k: v for k, v in RAW_LOCAL_FILES.items() if k != "spark.hadoop.fs.file.impl"}
