@@ -7,7 +7,8 @@ inside the write. It is measured just downstream instead: every output record ca
 input's production time in a header (`sluice-produced-ms`), and a consumer of the sink topic
 (read_committed, as a reader of the results would be) takes each record's arrival minus that
 header: where a reader sees the row, not when Spark's producer sent it (the record's timestamp,
-the end used before 2026-11-29, which left out the broker's acknowledgement and the fetch). Nothing runs per row in Python on the query's own path; the consumer is beside it.
+the end used before 2026-11-29, which left out the broker's acknowledgement and the fetch).
+Nothing runs per row in Python on the query's own path; the consumer is beside it.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ class SinkLatency:
 
         consumer = Consumer({"bootstrap.servers": self.sink.bootstrapServers, "group.id": f"sluice-latency-{self.name}",
                              "auto.offset.reset": "latest", "enable.auto.commit": False,
-                             "isolation.level": "read_committed", "fetch.wait.max.ms": 10})
+                             "isolation.level": "read_committed"})
         try:
             consumer.subscribe([self.sink.topic])
             samples: list[tuple[float, float]] = []

@@ -69,7 +69,7 @@ class SinkReader:
 
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"sink-reader-{uuid.uuid4()}",
                              "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                             "isolation.level": "read_committed", "fetch.wait.max.ms": 10})
+                             "isolation.level": "read_committed"})
         try:
             consumer.subscribe([self.topic])
             while not self._stop.is_set():
