@@ -18,6 +18,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import processes
 
@@ -200,36 +201,41 @@ class KafkaBroker:
             consumer.close()
 
     def values(self, topic: str, committed: bool = True, timeout: float = 60) -> list[bytes]:
-        """Every record value in a topic, read from the start to its end as a consumer with
-        isolation.level read_committed (the default: what an exactly-once sink promises) or
-        read_uncommitted sees it. Ends by position, not count: transactions put commit markers
-        between records, and their offsets hold no record."""
-        from confluent_kafka import Consumer, TopicPartition
-
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"values-{uuid.uuid4()}",
-                             "enable.auto.commit": False,
-                             "isolation.level": "read_committed" if committed else "read_uncommitted"})
-        out: list[bytes] = []
-        try:
-            ends = {}
-            for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-                if high > low:
-                    ends[p] = high
-            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
-            deadline = time.monotonic() + timeout
-            while ends:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{topic}: partitions {sorted(ends)} not read to their end in {timeout:.0f} s")
-                out += [v for m in consumer.consume(10_000, timeout=0.5) if m.error() is None and (v := m.value()) is not None]
-                for tp in consumer.position([TopicPartition(topic, p) for p in ends]):
-                    if tp.offset >= ends[tp.partition]:
-                        del ends[tp.partition]
-        finally:
-            consumer.close()
-        return out
+        """Every record value in a topic, read from the start to its end (`read_to_end`)."""
+        return [v for m in read_to_end(self.bootstrap, topic, committed, timeout) if (v := m.value()) is not None]
 
     def stop(self) -> None:
         if self.proc is not None:
             processes.stop("kafka", self.proc, timeout=20)
             self.proc = None
+
+
+def read_to_end(bootstrap: str, topic: str, committed: bool = True, timeout: float = 60) -> list[Any]:
+    """Every record of a topic (confluent_kafka messages), read from the start to its end as a
+    consumer with isolation.level read_committed (the default: what an exactly-once sink
+    promises) or read_uncommitted sees it. Ends by position, not count: transactions put commit
+    markers between records, and their offsets hold no record."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"values-{uuid.uuid4()}",
+                         "enable.auto.commit": False,
+                         "isolation.level": "read_committed" if committed else "read_uncommitted"})
+    out: list[Any] = []
+    try:
+        ends = {}
+        for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if high > low:
+                ends[p] = high
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+        deadline = time.monotonic() + timeout
+        while ends:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}: partitions {sorted(ends)} not read to their end in {timeout:.0f} s")
+            out += [m for m in consumer.consume(10_000, timeout=0.5) if m.error() is None]
+            for tp in consumer.position([TopicPartition(topic, p) for p in ends]):
+                if tp.offset >= ends[tp.partition]:
+                    del ends[tp.partition]
+    finally:
+        consumer.close()
+    return out

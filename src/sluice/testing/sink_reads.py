@@ -106,28 +106,7 @@ class SinkReader:
 def production_times(bootstrap: str, topic: str, timeout: float = 120) -> dict[int, float]:
     """seq -> epoch seconds at which the load generator made each event of a source topic (its
     records' Kafka timestamps), read from the start to the topic's end."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    from .kafka import read_to_end
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"production-{uuid.uuid4()}",
-                         "enable.auto.commit": False})
-    out: dict[int, float] = {}
-    try:
-        ends = {}
-        for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            if high > low:
-                ends[p] = high
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
-        deadline = time.monotonic() + timeout
-        while ends:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{topic}: partitions {sorted(ends)} not read to their end in {timeout:.0f} s")
-            for message in consumer.consume(10_000, timeout=0.5):
-                if message.error() is None and (seq := seq_of(message.value())) is not None:
-                    out[seq] = message.timestamp()[1] / 1000
-            for tp in consumer.position([TopicPartition(topic, p) for p in ends]):
-                if tp.offset >= ends[tp.partition]:
-                    del ends[tp.partition]
-    finally:
-        consumer.close()
-    return out
+    return {seq: m.timestamp()[1] / 1000 for m in read_to_end(bootstrap, topic, timeout=timeout)
+            if (seq := seq_of(m.value())) is not None}
