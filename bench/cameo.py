@@ -293,6 +293,7 @@ def summarize(runs: dict[str, list[dict[str, Any]]], scenario: Scenario, queries
             if len(reports) > 1:  # each repeat alone: the spread of the headline figures
                 alone = [query_figures([r], query) for r in reports]
                 table[key]["spread"] = {name: spread([f[name] for f in alone]) for name in ("p99_ms", "attainment")}
+                table[key]["repeats"] = {name: [f[name] for f in alone] for name in ("p99_ms", "attainment", "rows")}
             if bursts:
                 burst = sorted(x for r in reports for x in burst_sample(r, key))
                 out["burst"].setdefault(policy, {})[key] = quantile(burst, 0.99)

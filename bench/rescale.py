@@ -120,6 +120,11 @@ class Run:
     """Events over, summed over the keys over theirs."""
     ready_s: float | None = None
     """Seconds after the change when the executor count first reached the target."""
+    warm_s: float | None = None
+    """Seconds after the change when every new executor had run a task (a grow; None if one never did
+    within the run)."""
+    warm_up_s: list[float] = field(default_factory=list)
+    """Each new executor's warm-up job, seconds (partition-paced grows: `executor_warmup`)."""
     state_moved_s: float | None = None
     """Seconds after the change when state first moved: the first partition move (partition-paced)
     or the first executor removal (the others); None if it never did (their grows)."""
@@ -235,6 +240,10 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
             since = round(time.time() - origin, 1)
             if result.ready_s is None and state.current == end:
                 result.ready_s = since
+            if direction == "grow" and result.warm_s is None and result.ready_s is not None:
+                fresh = [e for e in scaler.executors() if e.id not in before]
+                if fresh and all(e.completed_tasks > 0 for e in fresh):
+                    result.warm_s = since
             if result.state_moved_s is None and (state.stateMoves > moves_before or state.removed):
                 result.state_moved_s = since
             if int(time.time() - origin) % 5 == 0:
@@ -247,6 +256,7 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
             new = {e.id for e in scaler.executors()} - before
             parts = state_stores.partitions(spark, hosted.handle)
             result.new_executor_share = round(sum(1 for p in parts if p.executor in new) / max(len(parts), 1), 3)
+        result.warm_up_s = sorted(took for e, took in scaler.warm_ups.items() if e not in before and took is not None)
         result.moves = mover.moves if mover else 0
         result.moved_bytes = mover.moved_bytes if mover else 0
         result.reloads = [(r.units, r.bytes, round(r.seconds, 3), round(r.allowed, 3))
@@ -333,7 +343,7 @@ def figures(run: Run) -> dict[str, Any]:
             "peak_before_state_moved_ms": peak_start, "peak_state_moving_ms": peak_moving,
             "peak_before_state_moved_over_steady": _ratio(peak_start, steady_p99),
             "peak_state_moving_over_steady": _ratio(peak_moving, steady_p99),
-            "ready_s": run.ready_s, "state_moved_s": moved,
+            "ready_s": run.ready_s, "warm_s": run.warm_s, "warm_up_s": run.warm_up_s, "state_moved_s": moved,
             "migration_s": run.migration_s, "new_executor_share": run.new_executor_share, "moves": run.moves,
             "moved_mb": round(run.moved_bytes / 2**20, 1),
             "state_rows": run.state_rows, "state_memory_mb": _mb(run.state_memory_bytes), "state_disk_mb": _mb(run.state_disk_bytes),
@@ -362,17 +372,22 @@ def _p99(values: list[float]) -> float | None:
 
 def table_text(results: dict[str, Any]) -> str:
     lines = ["| store | direction | strategy | steady p99 batch | peak batch | peak / steady | peak before / after state moved | "
-             "latency p99 steady / peak | migration | new executors' share | moves (MiB) | state MiB (memory / disk) | "
-             "lost | doubled |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "latency p99 steady / peak | ready / warm / state moved | migration | new executors' share | moves (MiB) | state MiB (memory / disk) | "
+             "lost | doubled |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for store, directions in results.items():
         for direction, strategies in directions.items():
             for strategy, r in strategies.items():
                 share = "" if r["new_executor_share"] is None else f"{r['new_executor_share']:.0%}"
                 lines.append(f"| {store} | {direction} | {strategy} | {r['steady_p99_ms']} ms | {r['peak_batch_ms']} ms | "
                              f"{r['peak_over_steady']}x | {_split(r)} | {r['steady_latency_p99_ms']} / {r['peak_latency_p99_ms']} ms | "
-                             f"{r['migration_s']} s | {share} | {r['moves']} ({r.get('moved_mb', 0)}) | "
+                             f"{_times(r)} | {r['migration_s']} s | {share} | {r['moves']} ({r.get('moved_mb', 0)}) | "
                              f"{r.get('state_memory_mb')} / {r.get('state_disk_mb')} | {r['lost']} | {r['doubled']} |")
     return "\n".join(lines)
+
+
+def _times(r: dict[str, Any]) -> str:
+    """Seconds after the change: executors at the target / new ones warm / state first moved."""
+    return " / ".join("-" if r.get(k) is None else f"{r[k]} s" for k in ("ready_s", "warm_s", "state_moved_s"))
 
 
 def _split(r: dict[str, Any]) -> str:

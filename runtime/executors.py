@@ -25,7 +25,8 @@ stateful query has committed a batch since (each batch pays a bounded share, int
 processing). The grace deadline still bounds the whole shrink: once it has passed, the rest go
 together, by force. On a grow, state moves onto a new executor only once it is warm (it has run
 a task, or `WARM_AFTER` has passed), so the batches that pay for its JVM's start are not also
-the ones that reload state.
+the ones that reload state; the scaler gives each new executor a task of its own at once
+(`executor_warmup`: a small job that prefers it), since a stream's tasks stay where their data is.
 
 With executors to decommission (`session.DECOMMISSION`, on for every session with a cluster
 manager), a graceful removal decommissions the victim instead (`decommissionExecutors`): it takes
@@ -51,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.api.wire import ExecutorInfo, ExecutorState
 
+from . import executor_warmup
 from .batching import settled
 from .megaphone import Executor, StateMover
 from .stages import spark_time
@@ -185,6 +187,8 @@ class ExecutorScaler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._refused = False
+        self.warm_ups: dict[str, float | None] = {}
+        """Executor id -> seconds its warm-up job took (None while it runs, or if it failed)."""
         if mover is not None:
             self._ensure_thread()  # state moves on growth need no target change
 
@@ -286,6 +290,9 @@ class ExecutorScaler:
             leaving = target.leaving | frozenset(target.removing & listed) if target else frozenset()
         if self.mover is not None and executors:  # state moves between batches (none in local mode)
             now = self.clock()
+            for e in executors:
+                if e.completed_tasks == 0 and e.id not in self.warm_ups and e.id not in leaving and e.host:
+                    self._warm(e)
             self.mover.step([Executor(e.id, e.host, e.warm(now)) for e in executors], leaving)
         with self._lock:
             target = self._target
@@ -315,6 +322,23 @@ class ExecutorScaler:
             log.info("removing executors %s (%s) toward a target of %d", ", ".join(done),
                      "forced" if decision.force else "decommissioned" if self.decommissions else "idle", target.value)
         return Step(tuple(done), decision.force)
+
+    def _warm(self, executor: ExecutorView) -> None:
+        """Give a new executor a task of its own, in a thread of its own (the job blocks)."""
+        self.warm_ups[executor.id] = None
+
+        def run() -> None:
+            start = time.monotonic()
+            try:
+                executor_warmup.run_on(self.spark, executor.host, executor.id)
+            except Exception as error:  # py4j: the context is stopping; WARM_AFTER still applies
+                log.info("warming executor %s: %s", executor.id, error)
+                return
+            self.warm_ups[executor.id] = round(time.monotonic() - start, 3)
+            log.info("executor %s warmed in %.1f s", executor.id, time.monotonic() - start)
+            self._wake.set()  # its state may move now
+
+        threading.Thread(target=run, name=f"sluice-warm-{executor.id}", daemon=True).start()
 
     @property
     def decommissions(self) -> bool:

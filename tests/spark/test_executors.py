@@ -154,6 +154,26 @@ def test_the_removal_internals_still_exist(cluster_spark: Any) -> None:
     assert decommission(cluster_spark, ["no-such-executor"], "a check") == []  # Spark skips unknown executors
 
 
+def test_a_warm_up_job_runs_every_task_on_the_executor_it_names(api: Any, cluster_spark: Any) -> None:
+    """`executor_warmup` (py4j: Scala's makeRDD with location preferences, and Spark's location tag
+    for an executor): every task of the job runs on the named executor, none elsewhere. A Spark
+    upgrade that changes the call fails by name; one that changes the tag spreads the tasks."""
+    from sluice.runtime import executor_warmup
+
+    url, _, scaler = api
+    assert call(f"{url}/v1/executors", "PUT", {"target": 2}, token=TOKEN)[0] == 202
+    wait_for(lambda: len(scaler.executors()) >= 2, timeout=90, what="two executors")
+    before = {e.id: e for e in scaler.executors()}
+    target = sorted(before)[-1]
+    assert executor_warmup.run_on(cluster_spark, before[target].host, target) == executor_warmup.TASKS
+
+    def done() -> dict[str, int]:
+        return {e.id: e.completed_tasks - before[e.id].completed_tasks for e in scaler.executors() if e.id in before}
+
+    wait_for(lambda: sum(done().values()) == executor_warmup.TASKS, timeout=10, what="the status API to count the tasks")
+    assert done() == {e: executor_warmup.TASKS if e == target else 0 for e in before}
+
+
 def test_bad_targets_get_one_sentence(api: Any) -> None:
     url, _, _ = api
     code, body = call(f"{url}/v1/executors", "PUT", {"target": "two"}, token=TOKEN)
@@ -168,7 +188,7 @@ def test_state_partitions_move_off_a_leaving_executor_and_onto_a_new_one(moving:
     before it kills the victim (empty); a grow moves partitions onto the new executor until state
     is balanced. A moved partition's location stays where the planner put it across later batches
     (a task run elsewhere would report its own executor). Counts are exact throughout."""
-    url, host, _ = moving
+    url, host, scaler = moving
     assert call(f"{url}/v1/executors", "PUT", {"target": 3}, token=TOKEN)[0] == 202  # an earlier test may have left fewer
     wait_for(lambda: executors(url)["current"] == 3, timeout=90, what="three executors")
     data = tmp_path / "in"
@@ -212,6 +232,7 @@ def test_state_partitions_move_off_a_leaving_executor_and_onto_a_new_one(moving:
         assert call(f"{url}/v1/executors", "PUT", {"target": 3}, token=TOKEN)[0] == 202
         wait_for(lambda: executors(url)["current"] == 3, timeout=90, what="a new executor")
         new = ({e["id"] for e in executors(url)["executors"]} - set(after)).pop()
+        wait_for(lambda: scaler.warm_ups.get(new) is not None, timeout=30, what="the new executor's warm-up job")
         batches = counts.batches
         wait_for(lambda: placement().get(new) == 2, timeout=90, what="two partitions on the new executor")
         grown = placement()

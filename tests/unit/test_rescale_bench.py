@@ -92,18 +92,20 @@ def test_the_peak_before_state_moved_and_the_peak_while_it_moves_are_apart() -> 
     # the batch begun at 4.5 s reloads it
     run = Run("grow", "partition-paced", "default", batches=[(-2.0, 200.0), (-1.0, 200.0), (2.0, 1200.0), (3.5, 300.0),
                                                             (5.5, 1000.0), (6.5, 250.0)],
-              latency=[(-1.0, 900.0)], migration_s=7.0, ready_s=1.5, state_moved_s=4.0,
+              latency=[(-1.0, 900.0)], migration_s=7.0, ready_s=1.5, warm_s=3.0, state_moved_s=4.0,
               reloads=[(2, 8 * 2**20, 0.8, 1.0), (1, 4 * 2**20, 0.6, 0.5)])
     got = figures(run)
     assert got["peak_before_state_moved_ms"] == 1200.0 and got["peak_state_moving_ms"] == 1000.0
     assert got["peak_before_state_moved_over_steady"] == 6.0 and got["peak_state_moving_over_steady"] == 5.0
     assert got["partition_load_s"] == [0.4, 0.6] and got["ready_s"] == 1.5
     assert (got["steps_measured"], got["steps_over_budget"]) == (2, 1)  # the second spent 0.6 s of its 0.5
+    assert "| 1.5 s / 3.0 s / 4.0 s |" in table_text({"default": {"grow": {"partition-paced": got}}})
     # all-at-once's grow moves no state: its whole peak is the change's own
     run = Run("grow", "all-at-once", "default", batches=run.batches, latency=run.latency, migration_s=7.0)
     got = figures(run)
     assert got["peak_before_state_moved_ms"] == 1200.0 and got["peak_state_moving_ms"] is None
-    assert "| 1200.0 ms | 6.0x | 6.0x / - |" in table_text({"default": {"grow": {"all-at-once": got}}})
+    text = table_text({"default": {"grow": {"all-at-once": got}}})
+    assert "| 1200.0 ms | 6.0x | 6.0x / - |" in text and "| - / - / - |" in text
 
 
 def test_the_migration_ends_after_the_last_sample_with_work_left_not_at_the_first_that_looks_done() -> None:

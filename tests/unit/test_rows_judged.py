@@ -70,6 +70,7 @@ def test_repeats_report_each_figure_s_spread() -> None:
     assert figures["spread"]["attainment"] == pytest.approx({"min": 0.5, "median": 0.5, "max": 1.0})
     assert abs(figures["attainment"] - 200 / 300) < 1e-9  # every row of the three repeats
     assert figures["spread"]["p99_ms"]["max"] == sla * 2
+    assert figures["repeats"]["attainment"] == pytest.approx([1.0, 0.5, 0.5])  # each repeat's, in run order
     assert cameo.summarize({"cameo": runs[:1]}, scenario, queries)["policies"]["cameo"][key].get("spread") is None
 
 
