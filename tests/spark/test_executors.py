@@ -162,7 +162,7 @@ def test_a_warm_up_job_runs_every_task_on_the_executor_it_names(api: Any, cluste
 
     url, _, scaler = api
     assert call(f"{url}/v1/executors", "PUT", {"target": 2}, token=TOKEN)[0] == 202
-    wait_for(lambda: len(scaler.executors()) >= 2, timeout=90, what="two executors")
+    wait_for(lambda: len(scaler.executors()) == 2, timeout=90, what="two executors (none leaving)")
     before = {e.id: e for e in scaler.executors()}
     target = sorted(before)[-1]
     assert executor_warmup.run_on(cluster_spark, before[target].host, target) == executor_warmup.TASKS
