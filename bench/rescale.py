@@ -135,6 +135,8 @@ class Run:
     """The state partitions' bytes in the checkpoint at the change."""
     samples: list[tuple[float, int, int]] = field(default_factory=list)
     """(seconds since the change, executors, pending state moves) about every second after it."""
+    sla_s: float | None = None
+    """The query's latency SLA in seconds (None: a run from before `--sla`, at 5 s)."""
     reloads: list[tuple[int, int, float, float]] = field(default_factory=list)
     """(units, bytes, seconds, seconds its budget allowed) of each partition-paced step measured
     after the change (`megaphone.Reload`)."""
@@ -234,6 +236,10 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
         result.changed_at = time.time()
         scaler.set_target(end)
         log(f"  {direction}/{strategy}/{store}: target {start} -> {end}")
+        result.sla_s = hosted.spec.latency_target
+        warning = no_slack(result.latency, result.sla_s)
+        if warning:
+            log(f"  {direction}/{strategy}/{store}: {warning}")
         while time.time() < origin + options.after:
             sample()
             state = scaler.state()
@@ -312,6 +318,16 @@ def migration_end(samples: list[tuple[float, int, int]], target: int) -> float |
     return after[0] if after else None
 
 
+def no_slack(latency: list[tuple[float, float]], sla_s: float) -> str | None:
+    """One sentence when the steady window's latency p99 leaves the SLA no slack (pure): then
+    partition-paced's budget is 0 and it moves no state, which the run should say, not hide."""
+    steady = _p99([ms for t, ms in latency if -STEADY_WINDOW <= t < 0])
+    if steady is None or steady < sla_s * 1000:
+        return None
+    return (f"the steady latency p99 {steady / 1000:.1f} s is at or over the {sla_s:g} s SLA: partition-paced has no "
+            f"slack and moves no state; an --sla above it gives it some")
+
+
 def per_key(mismatched: list[tuple[int, int]]) -> tuple[int, int]:
     """(lost, doubled) from each mismatched key's (consumed, counted): a key short of its events
     adds the shortfall to lost, a key over them the excess to doubled (pure)."""
@@ -337,7 +353,9 @@ def figures(run: Run) -> dict[str, Any]:
     peak_start, peak_moving = max(before, default=None), max(after, default=None)
     lat_steady = _p99([ms for t, ms in run.latency if -STEADY_WINDOW <= t < 0])
     lat_during = [ms for t, ms in run.latency if t in ran]  # latency is recorded at its batch's commit
-    return {"steady_p99_ms": steady_p99, "peak_batch_ms": peak,
+    return {"sla_s": run.sla_s,
+            "steady_slack_s": round(run.sla_s - lat_steady / 1000, 2) if run.sla_s is not None and lat_steady else None,
+            "steady_p99_ms": steady_p99, "peak_batch_ms": peak,
             "peak_over_steady": round(peak / steady_p99, 2) if peak and steady_p99 else None,
             "steady_latency_p99_ms": lat_steady, "peak_latency_p99_ms": _p99(lat_during),
             "peak_before_state_moved_ms": peak_start, "peak_state_moving_ms": peak_moving,
@@ -372,17 +390,25 @@ def _p99(values: list[float]) -> float | None:
 
 def table_text(results: dict[str, Any]) -> str:
     lines = ["| store | direction | strategy | steady p99 batch | peak batch | peak / steady | peak before / after state moved | "
-             "latency p99 steady / peak | ready / warm / state moved | migration | new executors' share | moves (MiB) | state MiB (memory / disk) | "
-             "lost | doubled |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "latency p99 steady / peak | SLA (steady slack) | ready / warm / state moved | migration | new executors' share | moves (MiB) | state MiB (memory / disk) | "
+             "lost | doubled |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for store, directions in results.items():
         for direction, strategies in directions.items():
             for strategy, r in strategies.items():
                 share = "" if r["new_executor_share"] is None else f"{r['new_executor_share']:.0%}"
                 lines.append(f"| {store} | {direction} | {strategy} | {r['steady_p99_ms']} ms | {r['peak_batch_ms']} ms | "
                              f"{r['peak_over_steady']}x | {_split(r)} | {r['steady_latency_p99_ms']} / {r['peak_latency_p99_ms']} ms | "
-                             f"{_times(r)} | {r['migration_s']} s | {share} | {r['moves']} ({r.get('moved_mb', 0)}) | "
+                             f"{_sla(r)} | {_times(r)} | {r['migration_s']} s | {share} | {r['moves']} ({r.get('moved_mb', 0)}) | "
                              f"{r.get('state_memory_mb')} / {r.get('state_disk_mb')} | {r['lost']} | {r['doubled']} |")
     return "\n".join(lines)
+
+
+def _sla(r: dict[str, Any]) -> str:
+    """'5 s (2.1 s)': the SLA and its slack over the steady latency p99 ('-' for runs from before `--sla`)."""
+    if r.get("sla_s") is None:
+        return "-"
+    slack = r.get("steady_slack_s")
+    return f"{r['sla_s']:g} s ({'-' if slack is None else f'{slack:g} s'})"
 
 
 def _times(r: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from sluice.bench.rescale import (
     figures,
     manifest,
     migration_end,
+    no_slack,
     pad_expression,
     per_key,
     sized,
@@ -116,3 +117,25 @@ def test_the_migration_ends_after_the_last_sample_with_work_left_not_at_the_firs
     assert migration_end([(0.5, 2, 0), (5.0, 4, 0), (6.0, 4, 2), (7.0, 4, 0), (8.0, 4, 0)], 4) == 7.0
     assert migration_end([(0.5, 4, 0), (1.5, 3, 0), (2.5, 2, 0), (3.5, 2, 0)], 2) == 2.5  # a shrink, no mover
     assert migration_end([(0.5, 4, 0), (1.5, 4, 0), (2.5, 4, 0)], 4) == 2.5  # nothing to do: 2 s at least
+
+
+def test_the_sla_and_its_steady_slack_are_reported_and_no_slack_is_said_in_one_sentence() -> None:
+    latency = [(-30.0, 40_000.0), (-2.0, 17_000.0), (-1.0, 17_800.0), (1.0, 20_000.0)]
+    run = Run("grow", "partition-paced", "default", batches=[(-1.0, 8000.0), (1.0, 9000.0)], latency=latency,
+              migration_s=2.0, sla_s=60.0)
+    got = figures(run)
+    assert (got["sla_s"], got["steady_slack_s"]) == (60.0, 42.2)  # the -30 s latency is before the steady window
+    assert "| 60 s (42.2 s) |" in table_text({"default": {"grow": {"partition-paced": got}}})
+    assert no_slack(latency, 60.0) is None
+    said = no_slack(latency, 5.0)
+    assert said is not None and "17.8 s is at or over the 5 s SLA" in said and "--sla" in said
+    assert no_slack([], 5.0) is None  # no steady batch: nothing to say
+    older = figures(Run("grow", "all-at-once", "default", batches=run.batches, latency=latency))  # before --sla
+    assert older["sla_s"] is None and "| - |" in table_text({"default": {"grow": {"all-at-once": older}}})
+
+
+def test_the_sla_flag_is_a_duration_and_a_bad_one_is_refused_in_one_sentence() -> None:
+    out = CliRunner().invoke(main, ["bench", "rescale", "--sla", "soon"])
+    assert out.exit_code == 2 and "--sla" in out.output and "Traceback" not in out.output
+    out = CliRunner().invoke(main, ["bench", "rescale", "--sla", "2h"])
+    assert out.exit_code == 2 and "outside" in out.output

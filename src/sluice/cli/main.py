@@ -1075,6 +1075,9 @@ def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, m
               help="Steady batches before the target changes.")
 @click.option("--after", type=DurationParam(10, 3600, legacy=True), default="80s", show_default=True,
               help="How long the run goes on after the change.")
+@click.option("--sla", type=DurationParam(0.1, 3600), default="5s", show_default=True,
+              help="The query's latency SLA: partition-paced moves state within its slack (the SLA less the "
+                   "recent p99), so a state-heavy query needs one it keeps when steady.")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/rescale", show_default=True,
               help="Writes results.json, table.md, rescale.png and each run's files here.")
 @click.option("--from-results", "from_results", type=click.Path(dir_okay=False), default=None,
@@ -1082,7 +1085,7 @@ def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, m
 @_json_option
 @_sitting_option
 def bench_rescale(strategies: str, stores: str, keys: int | None, state_mb: int | None, rate: float, steady: float,
-                  after: float, out: str, from_results: str | None, as_json: bool) -> None:
+                  after: float, sla: float, out: str, from_results: str | None, as_json: bool) -> None:
     """Megaphone's figure: a stateful query's batches while the pool grows 2->4 and shrinks 4->2 (local-cluster)."""
     from sluice.bench import rescale as rescale_bench
     from sluice.testing.kafka import KafkaUnavailable
@@ -1105,14 +1108,15 @@ def bench_rescale(strategies: str, stores: str, keys: int | None, state_mb: int 
         click.echo(f"--stores: use some of {', '.join(rescale_bench.STORES)} (got {stores!r}).", err=True)
         sys.exit(1)
     if state_mb is None:
-        options = rescale_bench.Options(keys=keys or rescale_bench.Options.keys, rate=rate, steady=steady, after=after)
+        options = rescale_bench.Options(keys=keys or rescale_bench.Options.keys, rate=rate, steady=steady, after=after,
+                                        sla=f"{sla:g}s")
     else:
         try:
             keys, value_bytes = rescale_bench.sized(state_mb, keys)
         except ValueError as error:
             click.echo(f"{error}.", err=True)
             sys.exit(1)
-        options = rescale_bench.Options(keys=keys, rate=rate, steady=steady, after=after, state_mb=state_mb,
+        options = rescale_bench.Options(keys=keys, rate=rate, steady=steady, after=after, sla=f"{sla:g}s", state_mb=state_mb,
                                         value_bytes=value_bytes, partitions=rescale_bench.STATE_PARTITIONS)
     _calibrate_now()
     try:
