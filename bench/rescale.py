@@ -59,7 +59,13 @@ MAX_VALUE_BYTES = 16 * 1024
 HEX_PER_DIGEST = 128
 """Hex digits of one SHA-512."""
 STEADY_WINDOW = 20.0
-"""Seconds before the change whose batches are the steady figures (the preload's backlog is gone by then)."""
+"""Seconds before the change whose batches are the steady figures (the preload's backlog is gone
+by then), or half of `--steady` if that is longer: a state-heavy query's batches take many seconds."""
+
+
+def steady_window(steady: float) -> float:
+    """The steady window for a `--steady` of that many seconds."""
+    return max(STEADY_WINDOW, steady / 2)
 
 
 @dataclass(frozen=True)
@@ -137,6 +143,8 @@ class Run:
     """(seconds since the change, executors, pending state moves) about every second after it."""
     sla_s: float | None = None
     """The query's latency SLA in seconds (None: a run from before `--sla`, at 5 s)."""
+    steady_window: float = STEADY_WINDOW
+    """Seconds before the change whose batches are the steady figures (`steady_window`)."""
     reloads: list[tuple[int, int, float, float]] = field(default_factory=list)
     """(units, bytes, seconds, seconds its budget allowed) of each partition-paced step measured
     after the change (`megaphone.Reload`)."""
@@ -186,7 +194,7 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
     scaler = ExecutorScaler.for_host(host, grace=120.0, interval=0.25, moving=strategy == "partition-paced",
                                      paced=strategy != "all-at-once")
     mover = scaler.mover
-    result = Run(direction, strategy, store)
+    result = Run(direction, strategy, store, steady_window=steady_window(options.steady))
     scaler.set_target(start)
     _wait(lambda: scaler.state().current == start, 120, f"{start} executors")
     topic = broker.create_topic(f"rescale-{uuid.uuid4().hex[:8]}", partitions=4)
@@ -237,7 +245,7 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
         scaler.set_target(end)
         log(f"  {direction}/{strategy}/{store}: target {start} -> {end}")
         result.sla_s = hosted.spec.latency_target
-        warning = no_slack(result.latency, result.sla_s)
+        warning = no_slack(result.latency, result.sla_s, result.steady_window)
         if warning:
             log(f"  {direction}/{strategy}/{store}: {warning}")
         while time.time() < origin + options.after:
@@ -318,10 +326,10 @@ def migration_end(samples: list[tuple[float, int, int]], target: int) -> float |
     return after[0] if after else None
 
 
-def no_slack(latency: list[tuple[float, float]], sla_s: float) -> str | None:
+def no_slack(latency: list[tuple[float, float]], sla_s: float, window: float = STEADY_WINDOW) -> str | None:
     """One sentence when the steady window's latency p99 leaves the SLA no slack (pure): then
     partition-paced's budget is 0 and it moves no state, which the run should say, not hide."""
-    steady = _p99([ms for t, ms in latency if -STEADY_WINDOW <= t < 0])
+    steady = _p99([ms for t, ms in latency if -window <= t < 0])
     if steady is None or steady < sla_s * 1000:
         return None
     return (f"the steady latency p99 {steady / 1000:.1f} s is at or over the {sla_s:g} s SLA: partition-paced has no "
@@ -337,7 +345,7 @@ def per_key(mismatched: list[tuple[int, int]]) -> tuple[int, int]:
 
 
 def figures(run: Run) -> dict[str, Any]:
-    steady = [ms for t, ms in run.batches if -STEADY_WINDOW <= t < 0]
+    steady = [ms for t, ms in run.batches if -run.steady_window <= t < 0]
     during_end = run.migration_s if run.migration_s is not None else max((t for t, _ in run.batches), default=0.0)
     # a batch counts as during the migration if it ran in it: it ended after the change and began
     # before the migration's end (+5 s); `t` is when it committed
@@ -351,7 +359,7 @@ def figures(run: Run) -> dict[str, Any]:
     before = [ms for t, ms in during if moved is None or t - ms / 1000 < moved]
     after = [ms for t, ms in during if moved is not None and t - ms / 1000 >= moved]
     peak_start, peak_moving = max(before, default=None), max(after, default=None)
-    lat_steady = _p99([ms for t, ms in run.latency if -STEADY_WINDOW <= t < 0])
+    lat_steady = _p99([ms for t, ms in run.latency if -run.steady_window <= t < 0])
     lat_during = [ms for t, ms in run.latency if t in ran]  # latency is recorded at its batch's commit
     return {"sla_s": run.sla_s,
             "steady_slack_s": round(run.sla_s - lat_steady / 1000, 2) if run.sla_s is not None and lat_steady else None,
@@ -433,8 +441,8 @@ def plot(runs: list[Run], out: Path) -> None:
     fig, axes = plt.subplots(len(runs), 1, figsize=(10, 2.2 * len(runs)), sharex=True, squeeze=False)
     for ax, run in zip(axes[:, 0], runs, strict=True):
         # from the steady window on: the first batch reads the preloaded keys and would set the scale
-        batches = [(t, ms) for t, ms in run.batches if t >= -STEADY_WINDOW]
-        latency = [(t, ms) for t, ms in run.latency if t >= -STEADY_WINDOW]
+        batches = [(t, ms) for t, ms in run.batches if t >= -run.steady_window]
+        latency = [(t, ms) for t, ms in run.latency if t >= -run.steady_window]
         ax.plot([t for t, _ in batches], [ms for _, ms in batches], label="batch (ms)")
         ax.plot([t for t, _ in latency], [ms for _, ms in latency], label="worst row latency (ms)", alpha=0.7)
         end = run.migration_s if run.migration_s is not None else max((t for t, _ in run.batches), default=0.0)
@@ -457,7 +465,10 @@ def run(options: Options, strategies: list[str], stores: list[str], out: Path, l
     shutil.rmtree(out / "kafka", ignore_errors=True)
     broker = KafkaBroker(out / "kafka").start()
     stop_session()
-    executor_mb = 512 + (options.state_mb or 0)  # the default store keeps each executor's share in its heap
+    # the default store keeps its state in the executors' heaps at about twice the values' bytes
+    # (481 MiB in memory for --state-mb 256, 2026-11-29): on 2 executors each holds about --state-mb,
+    # and twice that while a batch builds its partitions' next versions from the last
+    executor_mb = 512 + 2 * (options.state_mb or 0)
     runs: list[Run] = []
     started = time.time()
     spark = None

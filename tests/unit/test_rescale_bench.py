@@ -18,6 +18,7 @@ from sluice.bench.rescale import (
     pad_expression,
     per_key,
     sized,
+    steady_window,
     table_text,
 )
 from sluice.cli.main import main
@@ -139,3 +140,12 @@ def test_the_sla_flag_is_a_duration_and_a_bad_one_is_refused_in_one_sentence() -
     assert out.exit_code == 2 and "--sla" in out.output and "Traceback" not in out.output
     out = CliRunner().invoke(main, ["bench", "rescale", "--sla", "2h"])
     assert out.exit_code == 2 and "outside" in out.output
+
+
+def test_a_long_steady_phase_widens_the_steady_window_for_slow_batches() -> None:
+    # batches 12 s apart: a 20 s window would hold one, a --steady 120s run's 60 s window holds five
+    batches = [(-12.0 * i, 9000.0 + i) for i in range(1, 6)] + [(1.0, 15000.0)]
+    assert steady_window(40.0) == 20.0 and steady_window(120.0) == 60.0
+    narrow = figures(Run("grow", "partition-paced", "default", batches=batches, migration_s=2.0))
+    wide = figures(Run("grow", "partition-paced", "default", batches=batches, migration_s=2.0, steady_window=60.0))
+    assert narrow["steady_p99_ms"] == 9001.0 and wide["steady_p99_ms"] == 9005.0
