@@ -284,8 +284,9 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
         scaler.stop()
         steady.join(timeout=30)
     result.expected, result.counted, mismatched = _sink_check(spark, handle, folder / "sink", broker.bootstrap)
-    # the checkpoint is scratch once the sink is checked, and large: 1 GiB of RocksDB state left
-    # 34 GB in four runs' folders (2026-11-29), more than a 12-run benchmark's disk would hold
+    # the checkpoint is scratch once the sink is checked, and large: with 1 GiB of RocksDB state
+    # the benchmark's folder grew to 34 GB in four runs (2026-11-29; checkpoints, executors' work
+    # directories and the broker's log, not measured apart), more than 12 runs' disk would hold
     result.checkpoint_mb = _mb(folder_bytes(folder / "checkpoints"))
     shutil.rmtree(folder / "checkpoints", ignore_errors=True)
     result.lost, result.doubled = per_key(mismatched)
