@@ -143,6 +143,8 @@ class Run:
     """(seconds since the change, executors, pending state moves) about every second after it."""
     sla_s: float | None = None
     """The query's latency SLA in seconds (None: a run from before `--sla`, at 5 s)."""
+    checkpoint_mb: float | None = None
+    """The query's checkpoint at the run's end, in MiB (deleted after the sink check)."""
     steady_window: float = STEADY_WINDOW
     """Seconds before the change whose batches are the steady figures (`steady_window`)."""
     reloads: list[tuple[int, int, float, float]] = field(default_factory=list)
@@ -282,6 +284,11 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
         scaler.stop()
         steady.join(timeout=30)
     result.expected, result.counted, mismatched = _sink_check(spark, handle, folder / "sink", broker.bootstrap)
+    # the checkpoint is scratch once the sink is checked, and large: with 1 GiB of RocksDB state
+    # the benchmark's folder grew to 34 GB in four runs (2026-11-29; checkpoints, executors' work
+    # directories and the broker's log, not measured apart), more than 12 runs' disk would hold
+    result.checkpoint_mb = _mb(folder_bytes(folder / "checkpoints"))
+    shutil.rmtree(folder / "checkpoints", ignore_errors=True)
     result.lost, result.doubled = per_key(mismatched)
     log(f"  {direction}/{strategy}/{store}: {len(result.batches)} batches, migration {result.migration_s} s, "
         f"expected {result.expected} counted {result.counted}, lost {result.lost} doubled {result.doubled} (per key)")
@@ -336,6 +343,11 @@ def no_slack(latency: list[tuple[float, float]], sla_s: float, window: float = S
             f"slack and moves no state; an --sla above it gives it some")
 
 
+def folder_bytes(path: Path) -> int:
+    """Bytes of the files under `path` (0 if it is absent)."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
 def per_key(mismatched: list[tuple[int, int]]) -> tuple[int, int]:
     """(lost, doubled) from each mismatched key's (consumed, counted): a key short of its events
     adds the shortfall to lost, a key over them the excess to doubled (pure)."""
@@ -372,6 +384,7 @@ def figures(run: Run) -> dict[str, Any]:
             "ready_s": run.ready_s, "warm_s": run.warm_s, "warm_up_s": run.warm_up_s, "state_moved_s": moved,
             "migration_s": run.migration_s, "new_executor_share": run.new_executor_share, "moves": run.moves,
             "moved_mb": round(run.moved_bytes / 2**20, 1),
+            "checkpoint_mb": run.checkpoint_mb,
             "state_rows": run.state_rows, "state_memory_mb": _mb(run.state_memory_bytes), "state_disk_mb": _mb(run.state_disk_bytes),
             "partition_load_s": [round(seconds / units, 3) for units, _, seconds, _ in run.reloads if units],
             "steps_over_budget": sum(1 for *_, seconds, allowed in run.reloads if seconds > allowed),

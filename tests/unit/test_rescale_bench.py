@@ -12,6 +12,7 @@ from sluice.api.manifest import load_query
 from sluice.bench.rescale import (
     Run,
     figures,
+    folder_bytes,
     manifest,
     migration_end,
     no_slack,
@@ -149,3 +150,12 @@ def test_a_long_steady_phase_widens_the_steady_window_for_slow_batches() -> None
     narrow = figures(Run("grow", "partition-paced", "default", batches=batches, migration_s=2.0))
     wide = figures(Run("grow", "partition-paced", "default", batches=batches, migration_s=2.0, steady_window=60.0))
     assert narrow["steady_p99_ms"] == 9001.0 and wide["steady_p99_ms"] == 9005.0
+
+
+def test_a_runs_checkpoint_is_measured_before_it_is_deleted(tmp_path: Path) -> None:
+    (tmp_path / "state" / "0").mkdir(parents=True)
+    (tmp_path / "state" / "0" / "1.zip").write_bytes(b"x" * 3000)
+    (tmp_path / "offsets").write_bytes(b"y" * 500)
+    assert folder_bytes(tmp_path) == 3500 and folder_bytes(tmp_path / "absent") == 0
+    got = figures(Run("shrink", "all-at-once", "rocksdb", checkpoint_mb=3421.7))
+    assert got["checkpoint_mb"] == 3421.7
