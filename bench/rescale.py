@@ -336,11 +336,16 @@ def migration_end(samples: list[tuple[float, int, int]], target: int) -> float |
 def no_slack(latency: list[tuple[float, float]], sla_s: float, window: float = STEADY_WINDOW) -> str | None:
     """One sentence when the steady window's latency p99 leaves the SLA no slack (pure): then
     partition-paced's budget is 0 and it moves no state, which the run should say, not hide."""
-    steady = _p99([ms for t, ms in latency if -window <= t < 0])
+    steady = _p99(_steady(latency, window))
     if steady is None or steady < sla_s * 1000:
         return None
     return (f"the steady latency p99 {steady / 1000:.1f} s is at or over the {sla_s:g} s SLA: partition-paced has no "
             f"slack and moves no state; an --sla above it gives it some")
+
+
+def _steady(points: list[tuple[float, float]], window: float) -> list[float]:
+    """The values of the (seconds since the change, ms) points in the steady window before it."""
+    return [ms for t, ms in points if -window <= t < 0]
 
 
 def folder_bytes(path: Path) -> int:
@@ -357,7 +362,7 @@ def per_key(mismatched: list[tuple[int, int]]) -> tuple[int, int]:
 
 
 def figures(run: Run) -> dict[str, Any]:
-    steady = [ms for t, ms in run.batches if -run.steady_window <= t < 0]
+    steady = _steady(run.batches, run.steady_window)
     during_end = run.migration_s if run.migration_s is not None else max((t for t, _ in run.batches), default=0.0)
     # a batch counts as during the migration if it ran in it: it ended after the change and began
     # before the migration's end (+5 s); `t` is when it committed
@@ -371,7 +376,7 @@ def figures(run: Run) -> dict[str, Any]:
     before = [ms for t, ms in during if moved is None or t - ms / 1000 < moved]
     after = [ms for t, ms in during if moved is not None and t - ms / 1000 >= moved]
     peak_start, peak_moving = max(before, default=None), max(after, default=None)
-    lat_steady = _p99([ms for t, ms in run.latency if -run.steady_window <= t < 0])
+    lat_steady = _p99(_steady(run.latency, run.steady_window))
     lat_during = [ms for t, ms in run.latency if t in ran]  # latency is recorded at its batch's commit
     return {"sla_s": run.sla_s,
             "steady_slack_s": round(run.sla_s - lat_steady / 1000, 2) if run.sla_s is not None and lat_steady else None,

@@ -152,7 +152,7 @@ def test_a_long_steady_phase_widens_the_steady_window_for_slow_batches() -> None
     assert narrow["steady_p99_ms"] == 9001.0 and wide["steady_p99_ms"] == 9005.0
 
 
-def test_a_runs_checkpoint_is_measured_before_it_is_deleted(tmp_path: Path) -> None:
+def test_a_folder_s_bytes_count_every_file_under_it_and_the_checkpoint_size_is_reported(tmp_path: Path) -> None:
     (tmp_path / "state" / "0").mkdir(parents=True)
     (tmp_path / "state" / "0" / "1.zip").write_bytes(b"x" * 3000)
     (tmp_path / "offsets").write_bytes(b"y" * 500)
