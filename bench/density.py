@@ -34,6 +34,7 @@ from typing import Any
 
 from sluice.api.constants import API_VERSION, RUNTIME_CAPACITY
 from sluice.operator.runtime_client import RuntimeUnreachable
+from sluice.runtime.session import exit_text
 
 from .capacity import BULK_ATTAINMENT, CRITICAL_ATTAINMENT
 
@@ -138,6 +139,58 @@ def cpu_seconds(pid: int) -> float:
             continue
         total += int(fields[11]) + int(fields[12])
     return total / TICKS
+
+
+def _status_field(text: str, name: str) -> int:
+    for line in text.splitlines():
+        if line.startswith(name + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def _soft_limit(pid: int, name: str) -> int | None:
+    """A process's soft limit from /proc/PID/limits (None: unlimited or not readable)."""
+    try:
+        for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+            if line.startswith(name):
+                value = line[len(name):].split()[0]
+                return None if value == "unlimited" else int(value)
+    except OSError:
+        return None
+    return None
+
+
+def vitals(pid: int) -> dict[str, Any]:
+    """What a process group holds of the limits a JVM can die on: threads and open files per
+    program (the driver's `java`, the runtime's `python`), the JVM's soft limits on processes
+    (`ulimit -u`, counted over every thread of its user) and open files, and the machine's
+    threads against the kernel's `threads-max`."""
+    threads: dict[str, int] = {}
+    fds: dict[str, int] = {}
+    java: int | None = None
+    for p in _tree(pid):
+        try:
+            name = Path(f"/proc/{p}/comm").read_text().strip()
+            count = _status_field(Path(f"/proc/{p}/status").read_text(), "Threads")
+            files = len(os.listdir(f"/proc/{p}/fd"))
+        except OSError:
+            continue
+        threads[name] = threads.get(name, 0) + count
+        fds[name] = fds.get(name, 0) + files
+        java = p if name == "java" and java is None else java
+    machine = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                machine += _status_field((entry / "status").read_text(), "Threads")
+            except OSError:
+                continue
+    limited = java if java is not None else pid
+    return {"threads": threads, "fds": fds,
+            "max_user_processes": _soft_limit(limited, "Max processes"),
+            "max_open_files": _soft_limit(limited, "Max open files"),
+            "machine_threads": machine,
+            "threads_max": int(Path("/proc/sys/kernel/threads-max").read_text())}
 
 
 def machine_busy_seconds() -> float:
@@ -252,6 +305,21 @@ def leading(row: dict[str, Any]) -> str:
             ", ".join(f"{label} {share:.0%}" for label, share in top))
 
 
+def _fate(runtime: Any) -> str:
+    """One clause: whether the runtime's process lives, its exit (code or signal) if not, and its
+    log's last word on the Spark driver (`runtime.spark_calls.DriverWatch`)."""
+    code = runtime.proc.poll()
+    said = ""
+    try:
+        logs = sorted(Path(runtime.workdir).glob("runtime-*.log"))
+        lines = logs[-1].read_text(errors="replace").splitlines() if logs else []
+        said = next((ln.strip() for ln in reversed(lines) if "the Spark driver" in ln), "")
+    except OSError:
+        pass
+    fate = "the runtime is still running" if code is None else f"the runtime exited ({exit_text(code)})"
+    return fate + (f"; its log: {said[-300:]}" if said else "")
+
+
 def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str, Any]]:
     from sluice.bench.scheduler import core_decision_seconds
     from sluice.testing.runtime_process import RuntimeProcess
@@ -284,7 +352,7 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                         time.sleep(0.1)
                 except RuntimeUnreachable as error:  # a finding, not a crash: the steps end here
                     stopped = (f"query {i + 1} ({key}) could not be added: the runtime did not answer in time "
-                               f"({error}) with {i} queries running")
+                               f"({error}) with {i} queries running; {_fate(runtime)}")
                     log(f"N={n}: {stopped}; no larger N is tried")
                     rows.append({"queries": n, "added": i, "stopped": stopped, "held": False})
                     return rows
@@ -293,20 +361,27 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
             added = n
             log(f"N={n}: added (the last in {last_add:.1f} s); warming up {options.warmup:.0f} s")
             time.sleep(options.warmup)
-            before = asyncio.run(runtime.client.queries())
-            # at least two of the slowest query's intervals: a query batching every 60 s has
-            # nothing to judge in a 60 s window half the time
-            window = max(options.window, 2 * max((s.interval_ms or 0.0) / 1000 for s in before.values()))
-            cpu0, wall0, batches0 = cpu_seconds(runtime.proc.pid), time.monotonic(), sum(s.batches for s in before.values())
-            busy0 = machine_busy_seconds()
-            log(f"N={n}: measuring {window:.0f} s")
-            time.sleep(window)
-            cpu1, wall1, busy1 = cpu_seconds(runtime.proc.pid), time.monotonic(), machine_busy_seconds()
-            statuses = asyncio.run(runtime.client.queries())
+            try:
+                before = asyncio.run(runtime.client.queries())
+                # at least two of the slowest query's intervals: a query batching every 60 s has
+                # nothing to judge in a 60 s window half the time
+                window = max(options.window, 2 * max((s.interval_ms or 0.0) / 1000 for s in before.values()))
+                cpu0, wall0, batches0 = cpu_seconds(runtime.proc.pid), time.monotonic(), sum(s.batches for s in before.values())
+                busy0 = machine_busy_seconds()
+                log(f"N={n}: measuring {window:.0f} s")
+                time.sleep(window)
+                cpu1, wall1, busy1 = cpu_seconds(runtime.proc.pid), time.monotonic(), machine_busy_seconds()
+                statuses = asyncio.run(runtime.client.queries())
+            except RuntimeUnreachable as error:  # the runtime died while measuring: a finding, the steps end here
+                stopped = f"the runtime stopped answering at N={n} ({error}); {_fate(runtime)}"
+                log(f"N={n}: {stopped}; no larger N is tried")
+                rows.append({"queries": n, "added": n, "stopped": stopped, "held": False})
+                return rows
             batches1 = sum(s.batches for s in statuses.values())
             row = {
                 "queries": n, **summarize_step(before, statuses, critical), "window_s": round(window, 1),
                 "driver_rss_mb": round(rss_mb(runtime.proc.pid), 1),
+                "vitals": vitals(runtime.proc.pid),
                 "driver_cores": round((cpu1 - cpu0) / (wall1 - wall0), 3),
                 "machine_busy_cores": round((busy1 - busy0) / (wall1 - wall0), 3),
                 "interval_restarts": sum(s.interval_restarts for s in statuses.values()),
@@ -323,6 +398,10 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                                   "message": s.message} for k, s in sorted(statuses.items())},
             }
             rows.append(row)
+            held = row["vitals"]
+            log(f"N={n}: threads " + ", ".join(f"{k} {v}" for k, v in held["threads"].items()) + "; open files "
+                + ", ".join(f"{k} {v}" for k, v in held["fds"].items())
+                + f" (limits: {held['max_user_processes'] or 'no'} processes, {held['max_open_files'] or 'no'} files)")
             log(f"N={n}: worst critical {_pct(row['worst_critical_attainment'])}, worst bulk "
                 f"{_pct(row['worst_bulk_attainment'])}, RSS {row['driver_rss_mb']:.0f} MB, "
                 f"{row['driver_cores']:.2f} cores (the machine: {row['machine_busy_cores']:.2f} of "

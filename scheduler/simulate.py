@@ -102,6 +102,10 @@ class SimQuery:
     """Core-seconds of task work each input row adds (with `driver`)."""
     tasks: int = 1
     """Tasks a batch's work spreads over (with `driver`)."""
+    off_cpu: float = 0.0
+    """Seconds a task spends off the CPU (state-store and shuffle writes, fetches) for each second
+    of its CPU (with `driver`): after its tasks' CPU the batch waits that long without taking a
+    core (`--model cores-wait`)."""
 
     @property
     def goal(self) -> float:
@@ -115,10 +119,16 @@ class SimQuery:
 
     def alone(self, rows: float) -> float:
         """Seconds a batch of `rows` takes with every thread on a core of its own (`work`'s driver
-        phase, then its tasks side by side)."""
+        phase, then its tasks side by side, then their time off the CPU)."""
         if self.driver is None:
             return self.fixed + self.per_row * rows
-        return self.driver + (self.task_fixed + self.task_per_row * rows) / max(self.tasks, 1)
+        return self.driver + (self.task_fixed + self.task_per_row * rows) / max(self.tasks, 1) * (1.0 + self.off_cpu)
+
+    def waits(self, rows: float) -> float:
+        """Seconds a batch of `rows` spends off the CPU after its work on the cores (no core taken)."""
+        if self.driver is None or self.off_cpu <= 0:
+            return 0.0
+        return (self.task_fixed + self.task_per_row * rows) / max(self.tasks, 1) * self.off_cpu
 
     def produced(self, t: float) -> float:
         """Rows produced by simulated time t (the load generator's integral: `LoadPlan.expected`)."""
@@ -372,7 +382,8 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
         heapq.heappush(events, (t, seq, kind, key, generation))
 
     for index, query in enumerate(queries):
-        if query.sla <= 0 or query.rate < 0 or query.fixed < 0 or query.per_row < 0 or query.commit < 0:
+        if query.sla <= 0 or query.rate < 0 or query.fixed < 0 or query.per_row < 0 or query.commit < 0 \
+                or query.off_cpu < 0:
             raise ValueError(f"query {query.key}: the SLA must be above zero and rates and costs not negative")
         if query.window is not None and query.window <= 0:
             raise ValueError(f"query {query.key}: a window must be longer than zero")
@@ -429,8 +440,9 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
             state = states[job.key]
             batch = state.batch
             assert batch is not None and batch.granted is not None
-            batch.cost = now - batch.granted
-            push(now + state.query.commit, _DONE, job.key, state.generation)
+            off = state.query.waits(batch.rows)
+            batch.cost = now + off - batch.granted
+            push(now + off + state.query.commit, _DONE, job.key, state.generation)
         share(now)
 
     def trigger(state: _State, now: float) -> None:

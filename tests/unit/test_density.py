@@ -105,3 +105,47 @@ def test_the_critical_queries_path_is_averaged_and_its_lead_named_at_the_break()
     row = {"queries": 100, "held": False, "critical_path_critical": path}
     assert density_bench.leading(row) == "N=100: the critical queries' path led by stage start 60%, driver 30%, gate wait 10%"
     assert density_bench.leading({"queries": 50, "critical_path_critical": {}}) == ""
+
+
+def test_vitals_count_a_process_group_s_threads_and_open_files_by_program(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    # a real child: Python holding 5 threads (itself and 4 sleepers) and 3 more files open
+    code = ("import threading, time, os\n"
+            "fs = [open(os.devnull) for _ in range(3)]\n"
+            "[threading.Thread(target=time.sleep, args=(60,), daemon=True).start() for _ in range(4)]\n"
+            "print('ready', flush=True); time.sleep(60)\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
+        held = density_bench.vitals(child.pid)
+        assert list(held["threads"].values()) == [5]  # one program (its name is the interpreter's)
+        assert next(iter(held["fds"].values())) >= 3 + 3  # stdin, stdout, stderr and the three files
+        assert held["machine_threads"] >= 5 and held["threads_max"] > 0
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_runtime_that_died_is_said_with_its_signal_and_its_driver_s_last_word(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    from types import SimpleNamespace
+
+    (tmp_path / "runtime-1.log").write_text(
+        "INFO starting\nERROR the Spark driver exited (killed by SIGKILL); every query of this runtime has stopped, "
+        "so the runtime must restart\nINFO bye\n")
+    proc = subprocess.Popen(["sleep", "60"])
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    # a stand-in for `RuntimeProcess` (its process and work directory are all `_fate` reads)
+    said = density_bench._fate(SimpleNamespace(proc=proc, workdir=tmp_path))
+    assert said.startswith("the runtime exited (killed by SIGKILL); its log: ERROR the Spark driver exited")
+    running = subprocess.Popen(["sleep", "60"])
+    try:
+        assert density_bench._fate(SimpleNamespace(proc=running, workdir=tmp_path / "none")) == \
+            "the runtime is still running"
+    finally:
+        running.kill()
+        running.wait()

@@ -148,6 +148,25 @@ def test_a_batch_with_driver_and_task_work_spreads_its_tasks_over_the_cores() ->
     assert one is not None and 3.1 <= one <= 3.1 * 1.02
 
 
+def test_time_off_the_cpu_delays_the_batch_without_taking_a_core() -> None:
+    # two queries, each batch 0.3 core-seconds of one task and then as long off the CPU (off_cpu 1),
+    # both granted at 5 s on one core (a gate of two): their tasks share it and end at 5.6, then
+    # each waits 0.3 s without the core and commits at 5.9 (p50 5.9 - 2.5 = 3.4 s). Had the wait
+    # taken the core (0.6 core-seconds each), both would commit at 6.2 (p50 3.7 s).
+    def pair(task: float, off: float) -> list[SimQuery]:
+        return [filter_query(key=f"{t}/f", tenant=t, sla=10.0, commit=0.0, trigger=5.0, driver=0.0,
+                             task_fixed=task, off_cpu=off) for t in ("a", "b")]
+
+    def p50s(queries: list[SimQuery], pool: Pool) -> list[float]:
+        return [q.quantile(0.5) or 0.0 for q in simulate(queries, pool, Options(duration=6.5)).queries.values()]
+
+    assert all(3.4 <= p <= 3.4 * 1.02 for p in p50s(pair(0.3, 1.0), Pool(1, capacity=2)))
+    assert all(3.7 <= p <= 3.7 * 1.02 for p in p50s(pair(0.6, 0.0), Pool(1, capacity=2)))
+    # alone on a core of its own (no sharing: the fast path) the batch takes 0.3 + 0.3 s: p50 3.1 s
+    alone = p50s(pair(0.3, 1.0)[:1], Pool(1, 2))
+    assert 3.1 <= alone[0] <= 3.1 * 1.02
+
+
 def test_size_scales_spark_s_task_slots_with_the_executors() -> None:
     pool = Pool(1, 2, task_slots=16, capacity=4, driver_shares=True)
     assert pool.scaled(3).task_slots == 48 and pool.scaled(3).capacity == 4

@@ -168,7 +168,7 @@ def test_bench_simulate_times_each_step_and_the_operator_s_sizing(tmp_path: Path
 
 
 def test_a_recording_s_work_and_spark_setup_drive_the_shared_cores(tmp_path: Path) -> None:
-    from sluice.cli.whatif import Setup, read_costs, recorded_setup
+    from sluice.cli.whatif import Setup, off_cpu, read_costs, recorded_setup
 
     report = tmp_path / "report.json"
     costs = {"fixed_ms": 150.0, "per_row_us": 20.0, "commit_ms": 0.0, "input_rate": 200.0}
@@ -184,12 +184,18 @@ def test_a_recording_s_work_and_spark_setup_drive_the_shared_cores(tmp_path: Pat
     # a 200 ms trigger reads 40 rows: 80 ms on the driver, then 12 ms of task CPU over 2 tasks (6 ms
     # on two free cores): a row waits at most 200 + 86 ms; with the tasks' run time twice their CPU
     # (--model cores-run) 200 + 92 ms
-    for model, longest in (("cores", 286), ("cores-run", 292)):
+    # and --model cores-wait: the run time beyond what 2 tasks on 2 cores explain (2.0 - 1) is a wait
+    # after the tasks, 6 ms: 200 + 92 ms too (the two differ only where batches share the cores)
+    for model, longest in (("cores", 286), ("cores-run", 292), ("cores-wait", 292)):
         code, _, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "1", "--duration", "1m",
                               "--model", model, "--out", str(tmp_path / model))
         assert code == 0, err
         p99 = json.loads((tmp_path / model / "simulate.json").read_text())["queries"]["payments/fraud-filter"]["p99_ms"]
         assert longest - 12 < p99 <= longest * 1.02
+    assert off_cpu(2.0, 2, Setup(2, 4, 16, True)) == 1.0  # 2 tasks on 2 cores: none shares its batch's cores
+    assert off_cpu(9.0, 8, Setup(2, 4, 16, True)) == 5.0  # 8 tasks on 2 cores: 4x from its own batch
+    assert off_cpu(9.0, 8, Setup(2, 4, 2, True)) == 8.0  # 2 slots: its tasks run 2 at a time
+    assert off_cpu(3.0, 8, Setup(2)) == 0.0  # a ratio sharing explains whole: no time off the CPU
     old = tmp_path / "old.json"  # a report from before the work figures: the slot model as before
     old.write_text(json.dumps({"cores": 2, "queries": {"payments/fraud-filter": {"costs": costs}}}))
     assert recorded_setup(old) == Setup(2, None, None, False)

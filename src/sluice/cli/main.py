@@ -373,8 +373,11 @@ def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
         click.option("--warmup", help="Simulated time at the start left out of the figures (default: a --scenario's "
                                       "warm-up, else 30s)."),
         click.option("--policy", type=click.Choice(POLICIES), help=f"Scheduling policy (default: the pool's, else {DEFAULT_POLICY})."),
-        click.option("--model", type=click.Choice(["cores", "cores-run", "slots"]), default="cores", show_default=True,
+        click.option("--model", type=click.Choice(["cores", "cores-wait", "cores-run", "slots"]), default="cores",
+                     show_default=True,
                      help="cores: a recording's driver work and task CPU share the cores of its Spark setup; "
+                          "cores-wait: as cores, and each batch then waits its tasks' time off the CPU (the run "
+                          "time to CPU time beyond what sharing its own batch's cores explains) without taking a core; "
                           "cores-run: task CPU times the tasks' run time to CPU time (their time off the CPU); "
                           "slots: each batch holds one slot for its recorded wall time (the model before 2026-11-29)."),
     ]):
@@ -432,10 +435,15 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
         if model == "slots":  # each batch one slot for its wall time, on one slot a core
             recorded = {key: replace(found, work=None) for key, found in recorded.items()}
             setup = None if setup is None else whatif.Setup(setup.cores)
-        elif model == "cores":  # the tasks' CPU alone (cores-run: times their run time to CPU time)
+        waits: dict[str, float] = {}
+        if model == "cores-wait" and setup is not None:  # the tasks' time off the CPU, as a wait without a core
+            waits = {key: whatif.off_cpu(found.work[4], found.work[3], setup)
+                     for key, found in recorded.items() if found.work is not None}
+        if model in ("cores", "cores-wait"):  # the tasks' CPU alone (cores-run: times their run time to CPU time)
             recorded = {key: found if found.work is None else replace(found, work=(*found.work[:4], 1.0))
                         for key, found in recorded.items()}
-        sims = whatif.sim_queries(queries, loads, recorded)
+        sims = [replace(q, off_cpu=waits[q.key]) if q.driver is not None and q.key in waits else q
+                for q in whatif.sim_queries(queries, loads, recorded)]
     except whatif.WhatIfError as error:
         click.echo(str(error), err=True)
         sys.exit(1)

@@ -88,6 +88,17 @@ class Setup:
     """A local master: the driver shared the cores with the tasks."""
 
 
+def off_cpu(run_ratio: float, tasks: int, setup: Setup) -> float:
+    """A task's seconds off the CPU per second of its CPU, from the recording's run time to CPU time
+    (`--model cores-wait`). A batch alone on the recorded setup runs min(tasks, slots) task threads
+    on its cores, so each task's run time is at least that over the cores times its CPU from
+    sharing its own batch's cores; what the ratio holds beyond that the task spent off the CPU
+    (state-store and shuffle writes, fetches) or lost to other processes, neither taking a core of
+    the pool's. The recording's quieter batches give the ratio (`scheduler.costs.DRIVER_QUANTILE`)."""
+    running = min(max(tasks, 1), setup.task_slots or setup.cores)
+    return max(run_ratio - max(1.0, running / setup.cores), 0.0)
+
+
 def _yaml(path: Path) -> Any:
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
