@@ -424,9 +424,14 @@ def table_text(results: dict[str, Any]) -> str:
                 share = "" if r["new_executor_share"] is None else f"{r['new_executor_share']:.0%}"
                 lines.append(f"| {store} | {direction} | {strategy} | {r['steady_p99_ms']} ms | {r['peak_batch_ms']} ms | "
                              f"{r['peak_over_steady']}x | {_split(r)} | {r['steady_latency_p99_ms']} / {r['peak_latency_p99_ms']} ms | "
-                             f"{_sla(r)} | {_times(r)} | {r['migration_s']} s | {share} | {r['moves']} ({r.get('moved_mb', 0)}) | "
+                             f"{_sla(r)} | {_times(r)} | {_migration(r)} | {share} | {r['moves']} ({r.get('moved_mb', 0)}) | "
                              f"{r.get('state_memory_mb')} / {r.get('state_disk_mb')} | {r['lost']} | {r['doubled']} |")
     return "\n".join(lines)
+
+
+def _migration(r: dict[str, Any]) -> str:
+    """The migration's length, or that it had not ended when the run did (`migration_end` None)."""
+    return "not over at the end" if r["migration_s"] is None else f"{r['migration_s']} s"
 
 
 def _sla(r: dict[str, Any]) -> str:

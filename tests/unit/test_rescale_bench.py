@@ -116,6 +116,9 @@ def test_the_migration_ends_after_the_last_sample_with_work_left_not_at_the_firs
     # from 15.8 s and still 2 at the run's end: it never ended (the first rule said 13.8 s)
     grow = [(0.5, 2, 0), (1.5, 2, 0), (13.8, 4, 0), (15.8, 4, 4), (45.4, 4, 4), (50.4, 4, 3), (76.0, 4, 2)]
     assert migration_end(grow, 4) is None
+    unfinished = figures(Run("grow", "partition-paced", "default", batches=[(-1.0, 200.0), (1.0, 300.0)],
+                             latency=[(-1.0, 900.0)], migration_s=None))
+    assert "| not over at the end |" in table_text({"default": {"grow": {"partition-paced": unfinished}}})
     assert migration_end([(0.5, 2, 0), (5.0, 4, 0), (6.0, 4, 2), (7.0, 4, 0), (8.0, 4, 0)], 4) == 7.0
     assert migration_end([(0.5, 4, 0), (1.5, 3, 0), (2.5, 2, 0), (3.5, 2, 0)], 2) == 2.5  # a shrink, no mover
     assert migration_end([(0.5, 4, 0), (1.5, 4, 0), (2.5, 4, 0)], 4) == 2.5  # nothing to do: 2 s at least
