@@ -39,8 +39,8 @@ P99_GOAL, POINTS_GOAL = 0.25, 5.0
 
 def table(root: Path) -> str:
     """Predicted against measured per query and model, and how many queries meet the goal."""
-    lines = [f"{'scenario/query':48} {'model':>9} {'meas p99':>9} {'pred p99':>9} {'err':>6} "
-             f"{'meas att':>8} {'pred att':>8} {'pts':>6} ok", "-" * 114]
+    lines = [f"{'scenario/query':48} {'model':>10} {'meas p99':>9} {'pred p99':>9} {'err':>6} "
+             f"{'meas att':>8} {'pred att':>8} {'pts':>6} ok", "-" * 115]
     met: dict[str, list[bool]] = {}
     for sim in sorted(root.glob("*/sim-*/simulate.json")):
         scenario, model = sim.parent.parent.name, sim.parent.name.removeprefix("sim-")
@@ -52,7 +52,7 @@ def table(root: Path) -> str:
             def fmt(value: float | None, spec: str) -> str:
                 return "-" if value is None else format(value, spec)
 
-            lines.append(f"{scenario + '/' + key:48} {model:>9} {fmt(row.get('measured_p99_ms'), '.0f'):>9} "
+            lines.append(f"{scenario + '/' + key:48} {model:>10} {fmt(row.get('measured_p99_ms'), '.0f'):>9} "
                          f"{fmt(row.get('predicted_p99_ms'), '.0f'):>9} {fmt(error, '+.0%'):>6} "
                          f"{fmt(row.get('measured_attainment'), '.1%'):>8} {fmt(row.get('predicted_attainment'), '.1%'):>8} "
                          f"{fmt(points, '+.1f'):>6} {'yes' if ok else 'no'}")
