@@ -26,7 +26,7 @@ from typing import Any
 
 from sluice.api.constants import API_VERSION
 from sluice.api.manifest import load_query
-from sluice.bench.density import _tree
+from sluice.bench.procfs import tree
 from sluice.runtime.host import QueryHost
 from sluice.runtime.session import SessionConfig, build_session
 from sluice.scheduler.core import Scheduler
@@ -38,7 +38,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 def threads() -> dict[tuple[int, str], tuple[str, float]]:
     """CPU seconds of every thread of this process and its descendants, and of their reaped children."""
     out: dict[tuple[int, str], tuple[str, float]] = {}
-    for pid in _tree(os.getpid()):
+    for pid in tree(os.getpid()):
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         out[(pid, "children")] = ("processes it ran", (int(fields[13]) + int(fields[14])) / TICK)
         for task in Path(f"/proc/{pid}/task").iterdir():

@@ -43,6 +43,8 @@ from sluice.runtime.latency import weighted_quantile as quantile
 from sluice.scheduler.execution import mode_of
 from sluice.testing.sink_reads import SinkReader, latencies, production_times
 
+from .procfs import cpu_seconds, machine_busy_seconds
+
 AUTO = "auto"
 """The variant beside the policies: cameo, with each query in the execution mode its manifest asks
 (by default `auto`: Spark's Real-time Mode where the SLA needs it). Under fifo, fair and cameo
@@ -176,9 +178,11 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
     # backlog (9-13 s of load before the first batch, twice) that spilled into the measured window.
     await_ready([(folder / f"{prefix}ready", proc, folder / f"{prefix}run.log") for prefix, proc in procs])
     readers = {q.key: SinkReader(broker.bootstrap, sink).start() for q, sink in zip(queries, sinks, strict=True) if sink}
+    began = machine_sample([proc.pid for _, proc in procs])
     producers, stop, sent = start_load(scenario, queries, topics, broker.bootstrap, seconds)
     for p in producers:  # each load ends with its plan
         p.join(seconds + 60)
+    machine = machine_use(began, machine_sample([proc.pid for _, proc in procs]))
     stop.set()
     for p in producers:
         p.join(60)
@@ -198,12 +202,29 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
         part = json.loads(report.read_text())
         result = {**part, "queries": {**result.get("queries", {}), **part["queries"]}}
     result["sent"] = sent
+    result["machine"] = machine
     result["sink_reads"] = {key: sink_read(reader, topics[[q.key for q in queries].index(key)], broker.bootstrap,
                                            sent.get(key, {}).get("started_at"), scenario.warmup.seconds, result["started_at"])
                             for key, reader in readers.items()}
     log(f"  {policy}{'' if gate == 'inprocess' else ' (' + gate + ')'}: "
         + ", ".join(f"{k} p99 {v['p99_ms']} ms" for k, v in result["queries"].items()))
     return result
+
+
+def machine_sample(pids: list[int]) -> tuple[float, float, float]:
+    """(wall seconds, the machine's busy CPU seconds, the runs' CPU seconds: each `sluice run` and
+    its Spark JVM) now."""
+    return time.monotonic(), machine_busy_seconds(), sum(cpu_seconds(pid) for pid in pids)
+
+
+def machine_use(began: tuple[float, float, float], ended: tuple[float, float, float]) -> dict[str, float]:
+    """The cores busy while the load ran (pure): the machine's, the runs' own, and the rest (the
+    broker, the load generator, the sink readers, anything else on the machine), which the
+    runs' batches could not use (what-if's `--other-cores`)."""
+    wall = max(ended[0] - began[0], 1e-9)
+    busy, runs = (ended[1] - began[1]) / wall, (ended[2] - began[2]) / wall
+    return {"seconds": round(wall, 1), "busy_cores": round(busy, 3), "run_cores": round(runs, 3),
+            "other_cores": round(max(busy - runs, 0.0), 3)}
 
 
 def sink_read(reader: SinkReader, source: str, bootstrap: str, load_started: float | None, warmup: float,
@@ -529,6 +550,8 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
                                 "commit": "the batch's commit (every other query)"}}
     extra = [f"{name} {key}: gate ask (besides queueing) p50 {ms['p50']} ms, p90 {ms['p90']} ms"
              for name, per in document["gate_ask_ms"].items() for key, ms in per.items() if ms]
+    if target != "node":  # the cores the runs had, and what the rest of the machine took
+        document["machine"] = {p: [r.get("machine") for r in reports] for p, reports in runs.items()}
     if target == "node":
         document["executors"] = {p: [r.get("executors", []) for r in reports] for p, reports in runs.items()}
         document["status_vs_harness"] = {p: [{k: {"status": v.get("status_at_load_end"),

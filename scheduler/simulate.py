@@ -171,6 +171,9 @@ class Pool:
     """Spark's task slots in all (e.g. 16 for `local[16]`); None: one a core."""
     driver_shares: bool = False
     """The driver's thread shares the executors' cores (a local master); else it has its own."""
+    taken: float = 0.0
+    """Cores other processes keep busy (a recording's broker and load generator, `--other-cores`):
+    the batches' threads share what is left of the pool's cores, at least a tenth of a core."""
 
     @property
     def slots(self) -> int:
@@ -184,7 +187,8 @@ class Pool:
     def cores(self) -> Cores:
         """The micro-batches' cores and task slots (Real-time queries hold theirs)."""
         slots = self.executors * self.cores_per_executor if self.task_slots is None else self.task_slots
-        return Cores(self.slots, max(slots - self.reserved, 1), self.driver_shares)
+        cores = max(self.slots - self.taken, 0.1) if self.slots > 0 and self.taken > 0 else self.slots
+        return Cores(cores, max(slots - self.reserved, 1), self.driver_shares)
 
     def scaled(self, executors: int) -> Pool:
         """The same pool with `executors` executors (Spark's task slots scale with them)."""

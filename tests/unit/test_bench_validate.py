@@ -19,6 +19,9 @@ def test_the_harness_s_figures_replace_the_runtime_s_and_both_stay() -> None:
     assert (entry["runtime_p99_ms"], entry["runtime_attainment"]) == (300.0, 1.0)
     assert merged["sitting"] == {"python_ms": 3.0} and entry["costs"] == {"fixed_ms": 1.0}
     assert report["queries"]["a/f"]["p99_ms"] == 300.0  # the recording itself is left as it was
+    assert "machine" not in merged  # results from before the machine's cores were measured
+    machine = {"seconds": 60.0, "busy_cores": 1.8, "run_cores": 1.2, "other_cores": 0.6}
+    assert judged_report(report, {**results, "machine": {"cameo": [machine, None]}}, "cameo")["machine"] == machine
     with pytest.raises(ValueError, match="policy 'fifo'"):
         judged_report(report, results, "fifo")
     with pytest.raises(ValueError, match="query a/f"):
@@ -36,3 +39,13 @@ def test_the_table_counts_the_queries_within_the_goal(tmp_path: Path) -> None:
     assert "cores: 1 of 1 queries within 25% on p99" in text
     assert "slots: 0 of 1 queries within 25% on p99" in text
     assert main(["only-one"]) == 2
+
+
+def test_the_cores_the_rest_of_the_machine_took_are_the_busy_cores_less_the_runs() -> None:
+    from sluice.bench.cameo import machine_use
+
+    # over 10 s the machine was busy 18 CPU seconds, the runs (Python and their JVMs) 12 of them
+    assert machine_use((100.0, 500.0, 40.0), (110.0, 518.0, 52.0)) == {
+        "seconds": 10.0, "busy_cores": 1.8, "run_cores": 1.2, "other_cores": 0.6}
+    # the two counters are read a moment apart: a run busier than the machine is no negative rest
+    assert machine_use((0.0, 0.0, 0.0), (10.0, 10.0, 10.5))["other_cores"] == 0.0

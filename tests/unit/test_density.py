@@ -9,6 +9,7 @@ from click.testing import CliRunner
 from sluice.api.manifest import load_query
 from sluice.api.wire import QueryStatus
 from sluice.bench import density as density_bench
+from sluice.bench import procfs
 from sluice.bench.density import (
     is_critical,
     manifest,
@@ -119,7 +120,7 @@ def test_vitals_count_a_process_group_s_threads_and_open_files_by_program(tmp_pa
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
-        held = density_bench.vitals(child.pid)
+        held = procfs.vitals(child.pid)
         assert list(held["threads"].values()) == [5]  # one program (its name is the interpreter's)
         assert next(iter(held["fds"].values())) >= 3 + 3  # stdin, stdout, stderr and the three files
         assert held["machine_threads"] >= 5 and held["threads_max"] > 0

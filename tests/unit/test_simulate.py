@@ -167,6 +167,18 @@ def test_time_off_the_cpu_delays_the_batch_without_taking_a_core() -> None:
     assert 3.1 <= alone[0] <= 3.1 * 1.02
 
 
+def test_cores_other_processes_take_slow_the_batches_on_what_is_left() -> None:
+    # one batch of 0.3 core-seconds at 5 s (reads 0..5 s): on a free core it commits at 5.3 (p50
+    # 2.8 s); with half the core taken by other processes it runs at half speed, commits at 5.6 (3.1 s)
+    q = filter_query(sla=10.0, commit=0.0, trigger=5.0, driver=0.0, task_fixed=0.3)
+    free = simulate([q], Pool(1, 1), Options(duration=6.5)).queries["a/filter"].quantile(0.5)
+    assert free is not None and 2.8 <= free <= 2.8 * 1.02
+    half = simulate([q], Pool(1, 1, taken=0.5), Options(duration=6.5)).queries["a/filter"].quantile(0.5)
+    assert half is not None and 3.1 <= half <= 3.1 * 1.02
+    assert Pool(1, 1, taken=5.0).cores().cores == 0.1  # never no core at all
+    assert Pool(1, 2, taken=0.5).scaled(3).taken == 0.5  # the machine's other processes stay as they were
+
+
 def test_size_scales_spark_s_task_slots_with_the_executors() -> None:
     pool = Pool(1, 2, task_slots=16, capacity=4, driver_shares=True)
     assert pool.scaled(3).task_slots == 48 and pool.scaled(3).capacity == 4

@@ -195,7 +195,19 @@ def test_a_recording_s_work_and_spark_setup_drive_the_shared_cores(tmp_path: Pat
     assert off_cpu(2.0, 2, Setup(2, 4, 16, True)) == 1.0  # 2 tasks on 2 cores: none shares its batch's cores
     assert off_cpu(9.0, 8, Setup(2, 4, 16, True)) == 5.0  # 8 tasks on 2 cores: 4x from its own batch
     assert off_cpu(9.0, 8, Setup(2, 4, 2, True)) == 8.0  # 2 slots: its tasks run 2 at a time
-    assert off_cpu(3.0, 8, Setup(2)) == 0.0  # a ratio sharing explains whole: no time off the CPU
+    assert off_cpu(3.0, 8, Setup(2, 4, 16, True)) == 0.0  # a ratio sharing explains whole: no time off the CPU
+    assert off_cpu(3.0, 8, Setup(2)) == 2.0  # slots unknown: one a core, its tasks 2 at a time
+    # the cores the rest of the machine took beside the recorded load (`sluice bench cameo`'s `machine`)
+    busy = tmp_path / "busy.json"
+    busy.write_text(json.dumps({"cores": 2, "gate_capacity": 4, "spark": {"master": "local[16]"},
+                                "machine": {"other_cores": 0.75},
+                                "queries": {"payments/fraud-filter": {"costs": {**costs, **work}}}}))
+    assert recorded_setup(busy) == Setup(2, 4, 16, True, 0.75)
+    code, out, err = invoke("simulate", "-f", FRAUD, "--costs", str(busy), "--executors", "1", "--duration", "1m")
+    assert code == 0 and "1 executor(s) x 2 core(s), cameo, 0.75 core(s) taken by other processes" in out, err
+    code, out, err = invoke("simulate", "-f", FRAUD, "--costs", str(busy), "--executors", "1", "--duration", "1m",
+                            "--other-cores", "0")
+    assert code == 0 and "taken by other processes" not in out, err
     old = tmp_path / "old.json"  # a report from before the work figures: the slot model as before
     old.write_text(json.dumps({"cores": 2, "queries": {"payments/fraud-filter": {"costs": costs}}}))
     assert recorded_setup(old) == Setup(2, None, None, False)

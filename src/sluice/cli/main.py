@@ -380,6 +380,10 @@ def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
                           "time to CPU time beyond what sharing its own batch's cores explains) without taking a core; "
                           "cores-run: task CPU times the tasks' run time to CPU time (their time off the CPU); "
                           "slots: each batch holds one slot for its recorded wall time (the model before 2026-11-29)."),
+        click.option("--other-cores", type=click.FloatRange(0, 100_000), default=None,
+                     help="Cores other processes keep busy on the pool's machine (the batches share the rest); "
+                          "default: what a recording measured beside its load (`machine.other_cores`, written by "
+                          "`sluice bench cameo`), else 0."),
     ]):
         command = option(command)
     return command
@@ -393,6 +397,8 @@ class _WhatIf(NamedTuple):
     options: SimOptions
     setup: Setup | None
     """The recording's Spark setup, when it sets the pool (no --cores-per-executor, no pool)."""
+    taken: float = 0.0
+    """Cores other processes keep busy (`--other-cores`, else the recording's)."""
 
     def pool(self, executors: int) -> SimPool:
         """The simulated pool at `executors`: a recording's gate, task slots a core and shared
@@ -401,15 +407,15 @@ class _WhatIf(NamedTuple):
 
         setup = self.setup
         if setup is None:
-            return Pool(executors, self.cores, self.policy)
+            return Pool(executors, self.cores, self.policy, taken=self.taken)
         return Pool(executors, self.cores, self.policy, capacity=setup.gate,
                     task_slots=None if setup.task_slots is None else setup.task_slots * executors,
-                    driver_shares=setup.driver_shares)
+                    driver_shares=setup.driver_shares, taken=self.taken)
 
 
 def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | None, rates: str | None,
                    cores: int | None, policy: str | None, duration: str | None, warmup: str | None,
-                   timeline: bool = False, model: str = "cores") -> _WhatIf:
+                   timeline: bool = False, model: str = "cores", other_cores: float | None = None) -> _WhatIf:
     """The simulation's queries, cores per executor, policy, the recording's figures and the
     simulated span; exits 1 with one sentence on bad input. Without --cores-per-executor or a
     pool, a recording's cores (one local-mode executor with all of them) set the slots per
@@ -455,7 +461,8 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
     seconds = _duration(duration, "--duration") or span[0]
     skipped = _duration(warmup, "--warmup")
     options = Options(duration=seconds, warmup=span[1] if skipped is None else skipped, timeline=timeline)
-    return _WhatIf(sims, chosen_cores, chosen_policy, recorded, options, from_run)
+    taken = other_cores if other_cores is not None else setup.other_cores if setup is not None else 0.0
+    return _WhatIf(sims, chosen_cores, chosen_policy, recorded, options, from_run, taken)
 
 
 @main.command()
@@ -463,14 +470,14 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
 @click.option("--executors", type=click.IntRange(1, 100_000), required=True, help="Executors in the pool.")
 @click.option("--out", type=click.Path(file_okay=False), help="Also write simulate.json, summary.txt and simulate.png here.")
 def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, cores: int | None, costs: str | None,
-             rates: str | None, duration: str | None, warmup: str | None, policy: str | None, model: str, executors: int,
-             out: str | None) -> None:
+             rates: str | None, duration: str | None, warmup: str | None, policy: str | None, model: str,
+             other_cores: float | None, executors: int, out: str | None) -> None:
     """Predict each query's p50, p99 and SLA attainment in one pool before deploying (a simulation)."""
     from sluice.cli import whatif
     from sluice.scheduler.simulate import simulate as run_simulation
 
     inputs = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy, duration, warmup,
-                            timeline=out is not None, model=model)
+                            timeline=out is not None, model=model, other_cores=other_cores)
     queries, recorded, options = inputs.queries, inputs.recorded, inputs.options
     click.echo(f"simulating {len(queries)} queries on {executors} executor(s) for {options.duration:g}s of pool time ...",
                err=True)
@@ -491,7 +498,8 @@ def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None
 @click.option("--utilization", type=click.FloatRange(0.01, 1), default=0.7, show_default=True,
               help="DS2's utilization target (the pool's autoscaling.utilization).")
 def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, cores: int | None, costs: str | None,
-         rates: str | None, duration: str | None, warmup: str | None, policy: str | None, model: str, max_executors: int,
+         rates: str | None, duration: str | None, warmup: str | None, policy: str | None, model: str,
+         other_cores: float | None, max_executors: int,
          utilization: float) -> None:
     """The fewest executors that keep every SLA (simulated), beside DS2's count that sustains the rates."""
     from sluice.cli import whatif
@@ -499,7 +507,8 @@ def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, co
     from sluice.scheduler.simulate import Result as SimResult
     from sluice.scheduler.simulate import size as search
 
-    inputs = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy, duration, warmup, model=model)
+    inputs = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy, duration, warmup, model=model,
+                            other_cores=other_cores)
     queries, per_executor, options = inputs.queries, inputs.cores, inputs.options
     ds2, why = ds2_executors(queries, per_executor, utilization)
     def step(n: int, result: SimResult) -> None:  # progress: one line per simulated pool, as it is made

@@ -86,6 +86,9 @@ class Setup:
     """Spark's task slots (`local[N]`'s N)."""
     driver_shares: bool = False
     """A local master: the driver shared the cores with the tasks."""
+    other_cores: float = 0.0
+    """Cores the rest of the machine kept busy while the recorded load ran (its broker, its load
+    generator): `sluice bench cameo` measures them (`machine.other_cores` in the report)."""
 
 
 def off_cpu(run_ratio: float, tasks: int, setup: Setup) -> float:
@@ -192,7 +195,10 @@ def recorded_setup(path: Path) -> Setup | None:
     master = spark.get("master") if isinstance(spark, dict) else None
     local = _LOCAL.fullmatch(master) if isinstance(master, str) else None
     slots = None if local is None else cores if local.group(1) == "*" else int(local.group(1))
-    return Setup(cores, gate if isinstance(gate, int) and gate > 0 else None, slots, local is not None)
+    machine = raw.get("machine")
+    other = machine.get("other_cores") if isinstance(machine, dict) else None
+    other_cores = float(other) if isinstance(other, int | float) and math.isfinite(other) and other > 0 else 0.0
+    return Setup(cores, gate if isinstance(gate, int) and gate > 0 else None, slots, local is not None, other_cores)
 
 
 def _number(value: Any, scale: float) -> float | None:
@@ -246,7 +252,8 @@ def table(result: Result, queries: Sequence[SimQuery], recorded: Mapping[str, Re
     measured = {k: r for k, r in (recorded or {}).items() if r.p99 is not None or r.attainment is not None}
     head = (f"{'query':36} {'SLA ms':>8} {'p50 ms':>9} {'p99 ms':>9} {'within':>7} {'goal':>5} {'kept':>4} "
             f"{'interval ms':>11} {'batches':>7}" + (f" {'rec p99':>9} {'rec within':>10}" if measured else ""))
-    lines = [f"{result.pool.executors} executor(s) x {result.pool.cores_per_executor} core(s), {result.pool.policy}",
+    taken = f", {result.pool.taken:g} core(s) taken by other processes" if result.pool.taken > 0 else ""
+    lines = [f"{result.pool.executors} executor(s) x {result.pool.cores_per_executor} core(s), {result.pool.policy}{taken}",
              head, "-" * len(head)]
     for q in queries:
         r = result.queries[q.key]
@@ -286,7 +293,7 @@ def comparison(result: Result, recorded: Mapping[str, Recorded]) -> dict[str, di
 
 def result_json(result: Result) -> dict[str, Any]:
     return {"executors": result.pool.executors, "cores_per_executor": result.pool.cores_per_executor,
-            "policy": result.pool.policy, "kept": result.kept,
+            "policy": result.pool.policy, "other_cores": result.pool.taken, "kept": result.kept,
             "seconds": result.options.duration, "warmup_seconds": result.options.warmup,
             "queries": {k: r.json() for k, r in result.queries.items()}}
 

@@ -1,0 +1,117 @@
+"""A process group's resources, read from Linux's /proc (pure reads, no dependency): its memory,
+CPU, threads and open files, and the machine's busy cores. The benchmarks measure with these."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def tree(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(_children(p))
+    return out
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process and its descendants (MB)."""
+    total = 0
+    for p in tree(pid):
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and its descendants."""
+    total = 0
+    for p in tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / TICKS
+
+
+def _status_field(text: str, name: str) -> int:
+    for line in text.splitlines():
+        if line.startswith(name + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def _soft_limit(pid: int, name: str) -> int | None:
+    """A process's soft limit from /proc/PID/limits (None: unlimited or not readable)."""
+    try:
+        for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+            if line.startswith(name):
+                value = line[len(name):].split()[0]
+                return None if value == "unlimited" else int(value)
+    except OSError:
+        return None
+    return None
+
+
+def vitals(pid: int) -> dict[str, Any]:
+    """What a process group holds of the limits a JVM can die on: threads and open files per
+    program (the driver's `java`, the runtime's `python`), the JVM's soft limits on processes
+    (`ulimit -u`, counted over every thread of its user) and open files, and the machine's
+    threads against the kernel's `threads-max`."""
+    threads: dict[str, int] = {}
+    fds: dict[str, int] = {}
+    java: int | None = None
+    for p in tree(pid):
+        try:
+            name = Path(f"/proc/{p}/comm").read_text().strip()
+            count = _status_field(Path(f"/proc/{p}/status").read_text(), "Threads")
+            files = len(os.listdir(f"/proc/{p}/fd"))
+        except OSError:
+            continue
+        threads[name] = threads.get(name, 0) + count
+        fds[name] = fds.get(name, 0) + files
+        java = p if name == "java" and java is None else java
+    machine = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                machine += _status_field((entry / "status").read_text(), "Threads")
+            except OSError:
+                continue
+    limited = java if java is not None else pid
+    return {"threads": threads, "fds": fds,
+            "max_user_processes": _soft_limit(limited, "Max processes"),
+            "max_open_files": _soft_limit(limited, "Max open files"),
+            "machine_threads": machine,
+            "threads_max": int(Path("/proc/sys/kernel/threads-max").read_text())}
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all of this machine's cores have spent busy (not idle or waiting on I/O) since
+    boot, from /proc/stat: the runtime shares the cores with the broker and the producers."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    ticks = [int(f) for f in fields[:8]]  # user nice system idle iowait irq softirq steal
+    return (sum(ticks) - ticks[3] - ticks[4]) / TICKS
