@@ -80,6 +80,8 @@ class Options:
     value_bytes: int = 0
     """Bytes of each key's value in the state (0: the count alone)."""
     partitions: int = PARTITIONS
+    grace: float = GRACE
+    """`--grace`: seconds a shrink's leaving executors are drained gracefully before the rest go by force."""
 
 
 def sized(state_mb: int, keys: int | None) -> tuple[int, int]:
@@ -102,6 +104,11 @@ def pad_expression(value_bytes: int) -> str:
     store's LZ4 the way a repeated character is)."""
     digests = [f"sha2(concat(key, '{i}'), 512)" for i in range(-(-value_bytes // HEX_PER_DIGEST))]
     return f"rpad(concat({', '.join(digests)}), {value_bytes}, '.')"
+
+
+GRACE = 120.0
+"""Seconds of graceful draining a shrink gets before its leaving executors are killed by force
+(the runtime's own default is 30 s, `--executor-grace`)."""
 
 
 @dataclass
@@ -193,7 +200,7 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
     start, end = DIRECTIONS[direction]
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", STORES[store])
     host = QueryHost(spark, folder / "checkpoints", None)
-    scaler = ExecutorScaler.for_host(host, grace=120.0, interval=0.25, moving=strategy == "partition-paced",
+    scaler = ExecutorScaler.for_host(host, grace=options.grace, interval=0.25, moving=strategy == "partition-paced",
                                      paced=strategy != "all-at-once")
     mover = scaler.mover
     result = Run(direction, strategy, store, steady_window=steady_window(options.steady))
@@ -333,6 +340,22 @@ def migration_end(samples: list[tuple[float, int, int]], target: int) -> float |
     return after[0] if after else None
 
 
+def left_at_removal(run: Run) -> int | None:
+    """A shrink's state units still to move off the leaving executors when they went (pure): the
+    pending moves at the last sample before the executor count reached the target. Above 0, the
+    grace ran out (`--grace`) and the rest were killed by force, their state reloaded at once; None
+    for a grow, a run without samples, or one whose count never reached the target."""
+    if run.direction != "shrink" or not run.samples:
+        return None
+    target = run.samples[-1][1]
+    pending = 0
+    for _, executors, waiting in run.samples:
+        if executors <= target:
+            return pending
+        pending = waiting
+    return None
+
+
 def no_slack(latency: list[tuple[float, float]], sla_s: float, window: float = STEADY_WINDOW) -> str | None:
     """One sentence when the steady window's latency p99 leaves the SLA no slack (pure): then
     partition-paced's budget is 0 and it moves no state, which the run should say, not hide."""
@@ -387,7 +410,8 @@ def figures(run: Run) -> dict[str, Any]:
             "peak_before_state_moved_over_steady": _ratio(peak_start, steady_p99),
             "peak_state_moving_over_steady": _ratio(peak_moving, steady_p99),
             "ready_s": run.ready_s, "warm_s": run.warm_s, "warm_up_s": run.warm_up_s, "state_moved_s": moved,
-            "migration_s": run.migration_s, "new_executor_share": run.new_executor_share, "moves": run.moves,
+            "migration_s": run.migration_s, "units_left_at_removal": left_at_removal(run),
+            "new_executor_share": run.new_executor_share, "moves": run.moves,
             "moved_mb": round(run.moved_bytes / 2**20, 1),
             "checkpoint_mb": run.checkpoint_mb,
             "state_rows": run.state_rows, "state_memory_mb": _mb(run.state_memory_bytes), "state_disk_mb": _mb(run.state_disk_bytes),
@@ -430,8 +454,11 @@ def table_text(results: dict[str, Any]) -> str:
 
 
 def _migration(r: dict[str, Any]) -> str:
-    """The migration's length, or that it had not ended when the run did (`migration_end` None)."""
-    return "not over at the end" if r["migration_s"] is None else f"{r['migration_s']} s"
+    """The migration's length, or that it had not ended when the run did (`migration_end` None),
+    and the state units a shrink's leaving executors still held when they went."""
+    text = "not over at the end" if r["migration_s"] is None else f"{r['migration_s']} s"
+    left = r.get("units_left_at_removal")
+    return text + (f" ({left} units left at the removal)" if left else "")
 
 
 def _sla(r: dict[str, Any]) -> str:

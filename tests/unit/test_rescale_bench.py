@@ -13,6 +13,7 @@ from sluice.bench.rescale import (
     Run,
     figures,
     folder_bytes,
+    left_at_removal,
     manifest,
     migration_end,
     no_slack,
@@ -144,6 +145,23 @@ def test_the_sla_flag_is_a_duration_and_a_bad_one_is_refused_in_one_sentence() -
     assert out.exit_code == 2 and "--sla" in out.output and "Traceback" not in out.output
     out = CliRunner().invoke(main, ["bench", "rescale", "--sla", "2h"])
     assert out.exit_code == 2 and "outside" in out.output
+
+
+def test_a_shrink_says_how_many_state_units_its_leaving_executors_held_when_they_went() -> None:
+    # 2026-11-29's 1 GiB shrink: 17 units still to move when the 120 s grace ran out and the two
+    # leaving executors were killed by force (their state reloaded at once by the next batch)
+    forced = Run("shrink", "partition-paced", "default", batches=[(-1.0, 2000.0), (1.0, 2500.0)],
+                 migration_s=146.3, samples=[(0.5, 4, 0), (1.5, 4, 45), (131.3, 4, 17), (132.3, 2, 17), (140.3, 2, 16)])
+    assert left_at_removal(forced) == 17
+    got = figures(forced)
+    assert got["units_left_at_removal"] == 17
+    assert "| 146.3 s (17 units left at the removal) |" in table_text({"default": {"shrink": {"partition-paced": got}}})
+    drained = Run("shrink", "partition-paced", "default", samples=[(0.5, 4, 3), (30.0, 4, 0), (31.0, 2, 0)])
+    assert left_at_removal(drained) == 0  # every unit moved off first
+    assert left_at_removal(Run("grow", "partition-paced", "default", samples=[(0.5, 2, 0), (9.0, 4, 4)])) is None
+    assert left_at_removal(Run("shrink", "all-at-once", "default", samples=[(0.5, 4, 0), (1.0, 3, 0)])) is None
+    out = CliRunner().invoke(main, ["bench", "rescale", "--grace", "a while"])
+    assert out.exit_code == 2 and "--grace" in out.output and "Traceback" not in out.output
 
 
 def test_a_long_steady_phase_widens_the_steady_window_for_slow_batches() -> None:

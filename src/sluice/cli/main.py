@@ -1095,6 +1095,9 @@ def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, m
 @click.option("--sla", type=DurationParam(0.1, 3600), default="5s", show_default=True,
               help="The query's latency SLA: partition-paced moves state within its slack (the SLA less the "
                    "recent p99), so a state-heavy query needs one it keeps when steady.")
+@click.option("--grace", type=DurationParam(1, 3600), default="120s", show_default=True,
+              help="How long a shrink drains its leaving executors gracefully (partition-paced: moving their state "
+                   "off first) before the rest are killed by force.")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/rescale", show_default=True,
               help="Writes results.json, table.md, rescale.png and each run's files here.")
 @click.option("--from-results", "from_results", type=click.Path(dir_okay=False), default=None,
@@ -1102,7 +1105,7 @@ def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, m
 @_json_option
 @_sitting_option
 def bench_rescale(strategies: str, stores: str, keys: int | None, state_mb: int | None, rate: float, steady: float,
-                  after: float, sla: float, out: str, from_results: str | None, as_json: bool) -> None:
+                  after: float, sla: float, grace: float, out: str, from_results: str | None, as_json: bool) -> None:
     """Megaphone's figure: a stateful query's batches while the pool grows 2->4 and shrinks 4->2 (local-cluster)."""
     from sluice.bench import rescale as rescale_bench
     from sluice.testing.kafka import KafkaUnavailable
@@ -1126,7 +1129,7 @@ def bench_rescale(strategies: str, stores: str, keys: int | None, state_mb: int 
         sys.exit(1)
     if state_mb is None:
         options = rescale_bench.Options(keys=keys or rescale_bench.Options.keys, rate=rate, steady=steady, after=after,
-                                        sla=f"{sla:g}s")
+                                        sla=f"{sla:g}s", grace=grace)
     else:
         try:
             keys, value_bytes = rescale_bench.sized(state_mb, keys)
@@ -1134,7 +1137,7 @@ def bench_rescale(strategies: str, stores: str, keys: int | None, state_mb: int 
             click.echo(f"{error}.", err=True)
             sys.exit(1)
         options = rescale_bench.Options(keys=keys, rate=rate, steady=steady, after=after, sla=f"{sla:g}s", state_mb=state_mb,
-                                        value_bytes=value_bytes, partitions=rescale_bench.STATE_PARTITIONS)
+                                        value_bytes=value_bytes, partitions=rescale_bench.STATE_PARTITIONS, grace=grace)
     _calibrate_now()
     try:
         document = rescale_bench.run(options, chosen, providers, Path(out), log=lambda m: click.echo(m, err=True))
