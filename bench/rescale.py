@@ -68,6 +68,11 @@ def steady_window(steady: float) -> float:
     return max(STEADY_WINDOW, steady / 2)
 
 
+GRACE = 120.0
+"""Seconds of graceful draining a shrink gets before its leaving executors are killed by force
+(the runtime's own default is 30 s, `--executor-grace`)."""
+
+
 @dataclass(frozen=True)
 class Options:
     keys: int = 1_000_000
@@ -104,11 +109,6 @@ def pad_expression(value_bytes: int) -> str:
     store's LZ4 the way a repeated character is)."""
     digests = [f"sha2(concat(key, '{i}'), 512)" for i in range(-(-value_bytes // HEX_PER_DIGEST))]
     return f"rpad(concat({', '.join(digests)}), {value_bytes}, '.')"
-
-
-GRACE = 120.0
-"""Seconds of graceful draining a shrink gets before its leaving executors are killed by force
-(the runtime's own default is 30 s, `--executor-grace`)."""
 
 
 @dataclass
@@ -344,8 +344,9 @@ def left_at_removal(run: Run) -> int | None:
     """A shrink's state units still to move off the leaving executors when they went (pure): the
     pending moves at the last sample before the executor count reached the target. Above 0, the
     grace ran out (`--grace`) and the rest were killed by force, their state reloaded at once; None
-    for a grow, a run without samples, or one whose count never reached the target."""
-    if run.direction != "shrink" or not run.samples:
+    for a grow, a strategy that moves no state first (it counts none), a run without samples, or
+    one whose count never reached the target."""
+    if run.direction != "shrink" or run.strategy != "partition-paced" or not run.samples:
         return None
     target = run.samples[-1][1]
     pending = 0
