@@ -444,7 +444,7 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
             state = states[job.key]
             batch = state.batch
             assert batch is not None and batch.granted is not None
-            off = state.query.waits(batch.rows)
+            off = state.query.waits(batch.rows) if state.query.off_cpu > 0 else 0.0
             batch.cost = now + off - batch.granted
             push(now + off + state.query.commit, _DONE, job.key, state.generation)
         share(now)
