@@ -35,7 +35,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -507,7 +507,8 @@ def plot(runs: list[Run], out: Path) -> None:
     plt.close(fig)
 
 
-def run(options: Options, strategies: list[str], stores: list[str], out: Path, log: Callable[[str], None]) -> dict[str, Any]:
+def run(options: Options, strategies: list[str], stores: list[str], out: Path, log: Callable[[str], None],
+        directions: Sequence[str] = tuple(DIRECTIONS)) -> dict[str, Any]:
     from sluice.runtime.runner import stop_session
     from sluice.runtime.session import PROVIDER, SessionConfig, build_session
     from sluice.testing.kafka import KafkaBroker
@@ -530,7 +531,7 @@ def run(options: Options, strategies: list[str], stores: list[str], out: Path, l
             spark = build_session(SessionConfig(master=f"local-cluster[4,1,{executor_mb + 512}]", kafka=True,
                                                 workdir=out / "spark",
                                                 extra={"spark.executor.memory": f"{executor_mb}m", PROVIDER: STORES[store]}))
-            for direction in DIRECTIONS:
+            for direction in directions:
                 for strategy in strategies:
                     log(f"{store}, {direction}, {strategy} ({time.time() - started:.0f}s elapsed)")
                     runs.append(run_once(direction, strategy, store, options, spark, broker,

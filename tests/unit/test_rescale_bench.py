@@ -162,6 +162,8 @@ def test_a_shrink_says_how_many_state_units_its_leaving_executors_held_when_they
     assert left_at_removal(Run("shrink", "all-at-once", "default", samples=[(0.5, 4, 0), (1.0, 3, 0)])) is None
     out = CliRunner().invoke(main, ["bench", "rescale", "--grace", "a while"])
     assert out.exit_code == 2 and "--grace" in out.output and "Traceback" not in out.output
+    out = CliRunner().invoke(main, ["bench", "rescale", "--directions", "sideways"])
+    assert out.exit_code == 1 and out.output.strip() == "--directions: use some of grow, shrink (got 'sideways')."
 
 
 def test_a_long_steady_phase_widens_the_steady_window_for_slow_batches() -> None:

@@ -1081,6 +1081,8 @@ def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, m
               help="Rescale strategies compared in the same run.")
 @click.option("--stores", default="default,rocksdb", show_default=True,
               help="State store providers: default (HDFS-backed) and rocksdb.")
+@click.option("--directions", default="grow,shrink", show_default=True,
+              help="The changes measured: grow (2 -> 4 executors) and shrink (4 -> 2).")
 @click.option("--keys", type=click.IntRange(1000, 100_000_000), default=None,
               help="Distinct keys in the query's state (preloaded before the change).  [default: 1000000; with "
                    "--state-mb, up to 1000000 so each key's value is at least 256 bytes]")
@@ -1104,7 +1106,7 @@ def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, m
               help="Run nothing: render the table and plot again from an earlier run's results.json.")
 @_json_option
 @_sitting_option
-def bench_rescale(strategies: str, stores: str, keys: int | None, state_mb: int | None, rate: float, steady: float,
+def bench_rescale(strategies: str, stores: str, directions: str, keys: int | None, state_mb: int | None, rate: float, steady: float,
                   after: float, sla: float, grace: float, out: str, from_results: str | None, as_json: bool) -> None:
     """Megaphone's figure: a stateful query's batches while the pool grows 2->4 and shrinks 4->2 (local-cluster)."""
     from sluice.bench import rescale as rescale_bench
@@ -1127,6 +1129,10 @@ def bench_rescale(strategies: str, stores: str, keys: int | None, state_mb: int 
     if not providers or any(p not in rescale_bench.STORES for p in providers):
         click.echo(f"--stores: use some of {', '.join(rescale_bench.STORES)} (got {stores!r}).", err=True)
         sys.exit(1)
+    changes = [d.strip() for d in directions.split(",") if d.strip()]
+    if not changes or any(d not in rescale_bench.DIRECTIONS for d in changes):
+        click.echo(f"--directions: use some of {', '.join(rescale_bench.DIRECTIONS)} (got {directions!r}).", err=True)
+        sys.exit(1)
     if state_mb is None:
         options = rescale_bench.Options(keys=keys or rescale_bench.Options.keys, rate=rate, steady=steady, after=after,
                                         sla=f"{sla:g}s", grace=grace)
@@ -1140,7 +1146,8 @@ def bench_rescale(strategies: str, stores: str, keys: int | None, state_mb: int 
                                         value_bytes=value_bytes, partitions=rescale_bench.STATE_PARTITIONS, grace=grace)
     _calibrate_now()
     try:
-        document = rescale_bench.run(options, chosen, providers, Path(out), log=lambda m: click.echo(m, err=True))
+        document = rescale_bench.run(options, chosen, providers, Path(out), log=lambda m: click.echo(m, err=True),
+                                     directions=[d for d in rescale_bench.DIRECTIONS if d in changes])
     except (KafkaUnavailable, RuntimeError) as error:
         click.echo(str(error), err=True)
         sys.exit(1)
