@@ -23,7 +23,10 @@ Removing several at once makes one batch pay for all of it. So with state held, 
 paced: one executor at a time, and the next only after the previous one is gone and every
 stateful query has committed a batch since (each batch pays a bounded share, interleaved with
 processing). The grace deadline still bounds the whole shrink: once it has passed, the rest go
-together, by force. On a grow, state moves onto a new executor only once it is warm (it has run
+together, by force. Where state partitions move first (`plan_moving`), the grace counts from the
+last partition moved: the leaving executors go once their state has left, however long the paced
+moves take (1 GiB took 130-150 s on 2026-11-29, past a 120 s grace from the change), and a
+mover that stalls still ends the shrink a grace after its last move. On a grow, state moves onto a new executor only once it is warm (it has run
 a task, or `WARM_AFTER` has passed), so the batches that pay for its JVM's start are not also
 the ones that reload state; the scaler gives each new executor a task of its own at once
 (`executor_warmup`: a small job that prefers it), since a stream's tasks stay where their data is.
@@ -134,17 +137,20 @@ def plan(executors: list[ExecutorView], target: int, removing: frozenset[str], s
 
 
 def plan_moving(executors: list[ExecutorView], target: int, removing: frozenset[str], leaving: frozenset[str],
-                holding: set[str], since: float, now: float, grace: float) -> tuple[frozenset[str], Step]:
+                holding: set[str], since: float, now: float, grace: float,
+                moved_at: float | None = None) -> tuple[frozenset[str], Step]:
     """One scale-down step when state partitions move first (Megaphone, `megaphone.StateMover`):
     the surplus is chosen once (`leaving`, kept across steps, topped up if the target drops), its
     partitions move off a few per batch, and each victim is killed gracefully once no state
-    partition is active on it (`holding` is the last listing's executors). After `grace`, the rest
-    go by force. Returns the leaving set and the step."""
+    partition is active on it (`holding` is the last listing's executors). After `grace` with no
+    state moved (from the target's change `since`, or from the last move, `moved_at`, whichever is
+    later: a shrink goes once its partitions have left, however long the paced moves take, and a
+    stalled one still ends), the rest go by force. Returns the leaving set and the step."""
     staying = [e for e in executors if e.id not in removing]
     surplus = len(staying) - target
     if surplus <= 0:
         return frozenset(), Step()
-    if now - since >= grace:
+    if now - max(since, moved_at if moved_at is not None else since) >= grace:
         return frozenset(), Step(tuple(victims(staying, surplus)), True)
     chosen = [e for e in sorted(leaving) if e in {s.id for s in staying}][:surplus]
     chosen += victims([e for e in staying if e.id not in chosen], surplus - len(chosen))
@@ -187,6 +193,8 @@ class ExecutorScaler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._refused = False
+        self._moved_at: float | None = None
+        """When the mover last moved a state partition (the clock's seconds)."""
         self.warm_ups: dict[str, float | None] = {}
         """Executor id -> seconds its warm-up job took (None while it runs, or if it failed)."""
         if mover is not None:
@@ -293,7 +301,10 @@ class ExecutorScaler:
             for e in executors:
                 if e.completed_tasks == 0 and e.id not in self.warm_ups and e.id not in leaving and e.host:
                     self._warm(e)
+            moved = self.mover.moves
             self.mover.step([Executor(e.id, e.host, e.warm(now)) for e in executors], leaving)
+            if self.mover.moves > moved:
+                self._moved_at = now
         with self._lock:
             target = self._target
             if target is None:
@@ -302,7 +313,8 @@ class ExecutorScaler:
             held = self.stateful()
             if self.mover is not None and held:
                 target.leaving, decision = plan_moving(executors, target.value, frozenset(target.removing), target.leaving,
-                                                       self.mover.holding(), target.since, self.clock(), self.grace)
+                                                       self.mover.holding(), target.since, self.clock(), self.grace,
+                                                       self._moved_at)
             else:
                 decision = plan(executors, target.value, frozenset(target.removing), target.since, self.clock(), self.grace,
                                 paced=bool(held) and self.paced, settled=settled(self._mark, held))

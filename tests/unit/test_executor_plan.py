@@ -101,3 +101,15 @@ def test_with_state_moving_the_surplus_is_chosen_once_and_killed_only_when_it_ho
     _, late = plan_moving(pool, 2, frozenset(), leaving, {"a", "b", "c", "d"}, since=0.0, now=31.0, grace=30.0)
     assert late.force and set(late.kill) == {"c", "d"}
     assert plan_moving(pool, 4, frozenset(), leaving, set(), 0.0, 1.0, 30.0) == (frozenset(), Step())  # no surplus
+    # the grace counts from the last state moved: at 31 s a move at 20 s keeps the drain graceful
+    # (the state is still leaving), and 30 s after that move with none since, the rest go by force
+    _, moving = plan_moving(pool, 2, frozenset(), leaving, {"a", "b", "c", "d"}, since=0.0, now=31.0, grace=30.0,
+                            moved_at=20.0)
+    assert moving == Step()
+    _, stalled = plan_moving(pool, 2, frozenset(), leaving, {"a", "b", "c", "d"}, since=0.0, now=50.0, grace=30.0,
+                             moved_at=20.0)
+    assert stalled.force and set(stalled.kill) == {"c", "d"}
+    # a move from before the target changed does not shorten the grace
+    _, early = plan_moving(pool, 2, frozenset(), leaving, {"a", "b", "c", "d"}, since=10.0, now=35.0, grace=30.0,
+                           moved_at=2.0)
+    assert early == Step()
