@@ -69,8 +69,9 @@ def steady_window(steady: float) -> float:
 
 
 GRACE = 120.0
-"""Seconds of graceful draining a shrink gets before its leaving executors are killed by force
-(the runtime's own default is 30 s, `--executor-grace`)."""
+"""Seconds of graceful draining a shrink gets before its leaving executors are killed by force:
+from the change, or under partition-paced from the last state partition moved (the runtime's
+own default is 30 s, `--executor-grace`)."""
 
 
 @dataclass(frozen=True)

@@ -1098,8 +1098,8 @@ def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, m
               help="The query's latency SLA: partition-paced moves state within its slack (the SLA less the "
                    "recent p99), so a state-heavy query needs one it keeps when steady.")
 @click.option("--grace", type=DurationParam(1, 3600), default="120s", show_default=True,
-              help="How long a shrink drains its leaving executors gracefully (partition-paced: moving their state "
-                   "off first) before the rest are killed by force.")
+              help="How long a shrink drains its leaving executors gracefully before the rest are killed by force: "
+                   "from the change, or under partition-paced from the last state partition moved.")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/rescale", show_default=True,
               help="Writes results.json, table.md, rescale.png and each run's files here.")
 @click.option("--from-results", "from_results", type=click.Path(dir_okay=False), default=None,
