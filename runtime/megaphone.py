@@ -26,6 +26,7 @@ from .placement import (
     Move,
     Partition,
     budget_bytes,
+    max_units,
     next_moves,
     reload_rate,
     spread,
@@ -93,7 +94,8 @@ class StateMover:
         """The last step of each query, until the batches after it are measured."""
         self._rate: dict[str, float] = {}
         """Each query's measured reload rate (bytes/s), from its last measured step."""
-        self._last_bytes: dict[str, int] = {}
+        self._last_units: dict[str, int] = {}
+        """Units each query's last step moved (the next may move twice as many)."""
         self.reloads: list[Reload] = []
         """Every step whose cost was measured, in order (`sluice bench rescale` reports them)."""
         self._lock = threading.Lock()
@@ -110,7 +112,8 @@ class StateMover:
             if self._seen.get(query.key) == query.batches:
                 continue
             parts = state_stores.partitions(self.spark, query.handle)
-            moves = next_moves(parts, list(hosts), leaving, self._budget(query, parts), cold)
+            moves = next_moves(parts, list(hosts), leaving, self._budget(query, parts), cold,
+                               max_units(self._last_units.get(query.key, 0)))
             for move in moves:
                 state_stores.move(self.spark, query.handle, move.unit, move.target, hosts[move.target])
                 log.info("moved state partition %s of %s from executor %s to %s (%d bytes)",
@@ -120,7 +123,7 @@ class StateMover:
                 last = query.recent[-1][0] if query.recent else -1
                 self._step[query.key] = Step(last, moved, tuple(s for _, s in query.recent), tuple(moves),
                                              max(query.slack, 0.0) * SLACK_SHARE)
-                self._last_bytes[query.key] = moved
+                self._last_units[query.key] = len(moves)
             with self._lock:
                 self._seen[query.key] = query.batches
                 self._listed[query.key] = parts
@@ -134,7 +137,7 @@ class StateMover:
             done += moves
         with self._lock:
             for gone in set(self._listed) - {q.key for q in running}:
-                for kept in (self._listed, self._seen, self._pending, self._step, self._rate, self._last_bytes):
+                for kept in (self._listed, self._seen, self._pending, self._step, self._rate, self._last_units):
                     kept.pop(gone, None)
         return done
 
@@ -161,7 +164,7 @@ class StateMover:
                                                step.allowed))
                 log.info("state reload of %s measured at %.1f MB/s", query.key, rate / 1e6)
             del self._step[query.key]
-        return budget_bytes(query.slack, self._rate.get(query.key), self._last_bytes.get(query.key, 0))
+        return budget_bytes(query.slack, self._rate.get(query.key))
 
     def holding(self) -> set[str]:
         """Executors that held a state partition at the last listing of any query."""

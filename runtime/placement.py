@@ -22,8 +22,11 @@ grow's JVM start and its state moves do not land on the same batches; units alre
 reload it, `bytes / rate` seconds, and a step may spend half the slack. The rate is measured, not
 assumed (`reload_rate`: a step's bytes over the extra time of the batches after it); until a
 query's first step is measured, a step moves one unit, and a step never moves more than twice
-the bytes of the one before it (in `sluice bench rescale`'s first run a fixed 32 MiB/s let one
-step move all of a victim's units).
+the units of the one before it (`max_units`; in `sluice bench rescale`'s first run a fixed 32
+MiB/s let one step move all of a victim's units). The cap counts units, not bytes: units of alike
+size that grow as their checkpoints do, moved smallest first, never fit twice the last step's
+bytes, so a byte cap held every step of a 1 GiB shrink to one unit (2026-11-29: 32 units at one
+step each, about 10 s apart, 34 steps where 27 s of reload were allowed each).
 """
 
 from __future__ import annotations
@@ -60,16 +63,20 @@ class Move:
     bytes: int
 
 
-def budget_bytes(slack_seconds: float, rate: float | None, last_step: int = 0, share: float = SLACK_SHARE) -> int:
-    """Bytes one step may move: `share` of the slack at the measured reload `rate` (bytes/s), and
-    at most twice the `last_step`'s bytes; one unit (a budget of 1 byte) while the rate is not
-    measured yet; nothing once the slack is gone."""
+def budget_bytes(slack_seconds: float, rate: float | None, share: float = SLACK_SHARE) -> int:
+    """Bytes one step may move: `share` of the slack at the measured reload `rate` (bytes/s); one
+    unit (a budget of 1 byte) while the rate is not measured yet; nothing once the slack is gone."""
     if slack_seconds <= 0:
         return 0
     if rate is None:
         return 1
-    budget = int(slack_seconds * share * rate)
-    return min(budget, 2 * last_step) if last_step > 0 else budget
+    return int(slack_seconds * share * rate)
+
+
+def max_units(last_step: int) -> int | None:
+    """Units one step may move after a step of `last_step` units: twice as many (None: no step
+    yet, the byte budget alone decides)."""
+    return 2 * last_step if last_step > 0 else None
 
 
 def reload_rate(moved_bytes: int, before: list[float], after: list[float]) -> float | None:
@@ -95,8 +102,9 @@ def spread(partitions: list[Partition]) -> dict[str, int]:
 
 
 def next_moves(partitions: list[Partition], executors: list[str], leaving: frozenset[str], budget: int,
-               cold: frozenset[str] = frozenset()) -> list[Move]:
-    """The moves of one step (see the module's docstring); never a unit twice."""
+               cold: frozenset[str] = frozenset(), most: int | None = None) -> list[Move]:
+    """The moves of one step (see the module's docstring); never a unit twice, and at most `most`
+    units when given (`max_units`)."""
     staying = sorted(e for e in executors if e not in leaving and e not in cold)
     if budget <= 0 or not staying:
         return []
@@ -115,7 +123,7 @@ def next_moves(partitions: list[Partition], executors: list[str], leaving: froze
     spent = 0
 
     def fits(size: int) -> bool:
-        return spent + size <= budget or not moves
+        return (spent + size <= budget and (most is None or len(moves) < most)) or not moves
 
     def least() -> str:
         return min(staying, key=lambda e: (load[e], e))
@@ -128,17 +136,17 @@ def next_moves(partitions: list[Partition], executors: list[str], leaving: froze
         spent += p.bytes
         load[target] += 1
     while True:
-        most = max(staying, key=lambda e: (load[e], e))
+        fullest = max(staying, key=lambda e: (load[e], e))
         target = least()
-        if load[most] - load[target] <= 1 or not placed[most]:
+        if load[fullest] - load[target] <= 1 or not placed[fullest]:
             return moves
-        p = min(placed[most], key=lambda p: (p.bytes, p.unit))
+        p = min(placed[fullest], key=lambda p: (p.bytes, p.unit))
         if not fits(p.bytes):
             return moves
-        placed[most].remove(p)
-        moves.append(Move(p.unit, most, target, p.bytes))
+        placed[fullest].remove(p)
+        moves.append(Move(p.unit, fullest, target, p.bytes))
         spent += p.bytes
-        load[most] -= 1
+        load[fullest] -= 1
         load[target] += 1
 
 

@@ -10,6 +10,7 @@ from sluice.runtime.placement import (
     Partition,
     balanced,
     budget_bytes,
+    max_units,
     next_moves,
     reload_rate,
     spread,
@@ -83,9 +84,19 @@ def test_the_budget_bounds_a_step_and_a_partition_bigger_than_it_moves_alone() -
 
 def test_the_budget_is_half_the_slack_at_the_measured_reload_rate() -> None:
     assert budget_bytes(2.0, rate=10 * MB) == 10 * MB  # hand-computed: 2 s x 0.5 x 10 MB/s
-    assert budget_bytes(2.0, rate=10 * MB, last_step=3 * MB) == 6 * MB  # at most twice the last step
-    assert budget_bytes(2.0, rate=10 * MB, last_step=8 * MB) == 10 * MB
     assert budget_bytes(-1.0, rate=10 * MB) == 0 and budget_bytes(0.0, rate=10 * MB) == 0
+
+
+def test_a_step_moves_at_most_twice_the_units_of_the_last_even_as_units_grow() -> None:
+    # 2026-11-29's 1 GiB shrink: units of 48-117 MB, each a little larger than the one before it
+    # (smallest first); with twice the last step's bytes as the cap every step moved one unit.
+    # Capped by units, a step after one of 1 unit moves 2, after 2 moves 4, within the byte budget.
+    grown = [Partition((0, i), "gone", (48 + i) * MB) for i in range(8)]
+    assert max_units(0) is None and max_units(1) == 2 and max_units(2) == 4
+    assert len(next_moves(grown, ["1", "2"], frozenset(), 10_000 * MB, most=max_units(1))) == 2
+    assert len(next_moves(grown, ["1", "2"], frozenset(), 10_000 * MB, most=max_units(2))) == 4
+    assert len(next_moves(grown, ["1", "2"], frozenset(), 10_000 * MB)) == 8  # no step yet: the bytes decide
+    assert len(next_moves(grown, ["1", "2"], frozenset(), 100 * MB, most=4)) == 2  # 48 + 49 MB fit 100, 50 more do not
 
 
 def test_an_unmeasured_rate_moves_one_unit() -> None:
