@@ -32,14 +32,20 @@ def tree(pid: int) -> list[int]:
     return out
 
 
+def _status_field(text: str, name: str) -> int:
+    """A number from a /proc/PID/status text (its first field: kB for sizes), 0 if absent."""
+    for line in text.splitlines():
+        if line.startswith(name + ":"):
+            return int(line.split()[1])
+    return 0
+
+
 def rss_mb(pid: int) -> float:
     """Resident memory of a process and its descendants (MB)."""
     total = 0
     for p in tree(pid):
         try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
+            total += _status_field(Path(f"/proc/{p}/status").read_text(), "VmRSS")
         except OSError:
             continue
     return total / 1024
@@ -55,13 +61,6 @@ def cpu_seconds(pid: int) -> float:
             continue
         total += int(fields[11]) + int(fields[12])
     return total / TICKS
-
-
-def _status_field(text: str, name: str) -> int:
-    for line in text.splitlines():
-        if line.startswith(name + ":"):
-            return int(line.split()[1])
-    return 0
 
 
 def _soft_limit(pid: int, name: str) -> int | None:

@@ -97,7 +97,9 @@ def off_cpu(run_ratio: float, tasks: int, setup: Setup) -> float:
     on its cores, so each task's run time is at least that over the cores times its CPU from
     sharing its own batch's cores; what the ratio holds beyond that the task spent off the CPU
     (state-store and shuffle writes, fetches) or lost to other processes, neither taking a core of
-    the pool's. The recording's quieter batches give the ratio (`scheduler.costs.DRIVER_QUANTILE`)."""
+    the pool's. The recording's quieter batches give the ratio (`scheduler.costs.DRIVER_QUANTILE`).
+    The slices lost to other processes are also in a recording's `other_cores`: with both (the
+    default where a recording has them) that share is counted twice."""
     running = min(max(tasks, 1), setup.task_slots or setup.cores)
     return max(run_ratio - max(1.0, running / setup.cores), 0.0)
 
