@@ -206,7 +206,7 @@ class ExecutorScaler:
                  paced: bool = True) -> ExecutorScaler:
         """The scaler of a runtime's executors: drains paced on the host's stateful batches and,
         when `moving`, moves their state partitions (Megaphone), woken by each stateful commit."""
-        mover = StateMover(host.spark, host.stateful_queries, host.metrics) if moving else None
+        mover = StateMover(host.spark, host.stateful_queries, host.metrics, host.reads.slacks) if moving else None
         scaler = cls(host.spark, grace=grace, interval=interval, stateful=host.stateful_batches, mover=mover, paced=paced)
         if moving:
             host.after_stateful_commit.append(scaler.wake)
@@ -378,6 +378,11 @@ class ExecutorScaler:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self.mover is not None:
+            try:
+                self.mover.stop()
+            except Exception as error:  # py4j: the context already stopped, taking its conf along
+                log.debug("locality wait not given back: %s", error)
 
 
 # ---------------------------------------------------------------------- Spark internals (py4j)

@@ -7,7 +7,9 @@ budget per batch): a move reported after batch N makes batch N+1 run the partiti
 executor, which loads its state from the checkpoint. A task of batch N still running on the old
 executor reports that executor active again; the next listing then shows it there and the
 partition is simply moved again. A leaving executor is empty, for the scaler's kill, once a
-listing taken after a batch shows no partition on it.
+listing taken after a batch shows no partition on it. While any move is pending, Spark's locality
+wait is raised (`locality.Hold`) so a moved unit's task waits for its target rather than running
+on a leaving executor's free core.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from typing import Any
 from sluice.api.common import query_labels
 
 from . import state_stores
+from .locality import Hold
 from .placement import (
     SLACK_SHARE,
     Move,
     Partition,
     budget_bytes,
+    locality_wait,
     max_units,
     next_moves,
     reload_rate,
@@ -83,10 +87,16 @@ class Reload:
 
 
 class StateMover:
-    def __init__(self, spark: Any, queries: Callable[[], list[StatefulQuery]], metrics: Any = None) -> None:
+    def __init__(self, spark: Any, queries: Callable[[], list[StatefulQuery]], metrics: Any = None,
+                 slacks: Callable[[], list[float]] | None = None) -> None:
+        """`slacks`: every running query's SLA slack in seconds (the locality wait's bound);
+        without it, the stateful queries' own."""
         self.spark = spark
         self.queries = queries
         self.metrics = metrics
+        self.slacks = slacks
+        self.hold = Hold(spark)
+        """Spark's locality wait, raised while moves are pending so moved units stay moved."""
         self._seen: dict[str, int] = {}
         self._listed: dict[str, list[Partition]] = {}
         self._pending: dict[str, int] = {}
@@ -139,7 +149,24 @@ class StateMover:
             for gone in set(self._listed) - {q.key for q in running}:
                 for kept in (self._listed, self._seen, self._pending, self._step, self._rate, self._last_units):
                     kept.pop(gone, None)
+            pending = sum(self._pending.values())
+        self._hold(pending, self.slacks() if self.slacks is not None else [q.slack for q in running])
         return done
+
+    def _hold(self, pending: int, slacks: list[float]) -> None:
+        wait = locality_wait(pending, slacks)
+        if wait is None:
+            if self.hold.seconds is not None:
+                log.info("no state partition left to move: Spark's locality wait back to the application's own")
+            self.hold.release()
+        elif wait != self.hold.seconds:
+            if self.hold.seconds is None:
+                log.info("%d state partitions to move: Spark's locality wait raised to %.1f s", pending, wait)
+            self.hold.raise_to(wait)
+
+    def stop(self) -> None:
+        """Give the application its own locality wait back."""
+        self.hold.release()
 
     def _budget(self, query: StatefulQuery, parts: list[Partition]) -> int:
         """This step's byte budget: none while the last step's cost is not measured yet (the two

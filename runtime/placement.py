@@ -27,6 +27,10 @@ MiB/s let one step move all of a victim's units). The cap counts units, not byte
 size that grow as their checkpoints do, moved smallest first, never fit twice the last step's
 bytes, so a byte cap held every step of a 1 GiB shrink to one unit (2026-11-29: 32 units at one
 step each, about 10 s apart, 34 steps where 27 s of reload were allowed each).
+
+A move only makes a unit's next task prefer its target; Spark runs it elsewhere once its locality
+wait passes, and in a shrink the leaving executors, emptied first, take moved units back. While
+moves are pending the wait is raised to `locality_wait` (`locality.Hold`).
 """
 
 from __future__ import annotations
@@ -86,6 +90,16 @@ def reload_rate(moved_bytes: int, before: list[float], after: list[float]) -> fl
     if moved_bytes <= 0 or not before or not after:
         return None
     return moved_bytes / max(max(after) - statistics.median(before), MIN_EXTRA_SECONDS)
+
+
+def locality_wait(pending: int, slacks: list[float], share: float = SLACK_SHARE) -> float | None:
+    """Seconds a task may wait for the executor it prefers while `pending` units still have to
+    move (`locality.Hold`): `share` of the least SLA slack of any running query (`slacks`,
+    seconds), since every query's tasks wait alike; None (the application's own wait) when
+    nothing is pending or some query has no slack left."""
+    if pending <= 0 or not slacks or min(slacks) <= 0:
+        return None
+    return min(slacks) * share
 
 
 def took(moves: Iterable[Move], partitions: list[Partition]) -> bool:

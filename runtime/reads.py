@@ -62,6 +62,11 @@ class Reads:
             return [StatefulQuery(key, h.handle, h.batches, h.spec.latency_target - _recent_latency(h), _recent_batches(h))
                     for key, h in running]
 
+    def slacks(self) -> list[float]:
+        """Every running query's SLA slack in seconds (how long its tasks could wait)."""
+        with self.host.lock:
+            return [h.spec.latency_target - _recent_latency(h) for h in self.host.queries.values() if h.phase == "Running"]
+
     def latency_snapshots(self) -> list[LatencySnapshot]:
         """Each query's latency bookkeeping, for the scrape-time collector."""
         with self.host.lock:

@@ -174,6 +174,51 @@ def test_a_warm_up_job_runs_every_task_on_the_executor_it_names(api: Any, cluste
     assert done() == {e: executor_warmup.TASKS if e == target else 0 for e in before}
 
 
+def test_the_locality_wait_is_read_live_so_a_raised_one_keeps_tasks_on_the_executor_they_prefer(
+        api: Any, cluster_spark: Any) -> None:
+    """`locality.Hold` (py4j: SparkContext's live SparkConf, read by every new TaskSetManager): with
+    no wait, tasks that prefer one executor spread to the others' free cores (how moved state went
+    back to leaving executors); held at 60 s, every one waits for its executor; released, the
+    application's own settings come back. A Spark upgrade that stops reading the live conf fails
+    the held half (or, if it ignores the wait, the unheld one)."""
+    from sluice.runtime import executor_warmup, locality
+
+    _, _, scaler = api
+    wait_for(lambda: len(scaler.executors()) >= 2, timeout=90, what="two executors")
+    conf = cluster_spark.sparkContext._jsc.sc().conf()
+    own = {key: (str(conf.get(key)) if conf.contains(key) else None) for key in locality.KEYS}
+    own_ms = locality.wait_ms(cluster_spark)
+    tasks = 24
+
+    def ran_on() -> tuple[str, dict[str, int]]:
+        """The executor the job's tasks prefer, and how many each executor ran."""
+        before = {e.id: e for e in scaler.executors()}
+        target = sorted(before)[-1]
+        assert executor_warmup.run_on(cluster_spark, before[target].host, target, tasks) == tasks
+
+        def done() -> dict[str, int]:
+            return {e.id: e.completed_tasks - before[e.id].completed_tasks for e in scaler.executors() if e.id in before}
+
+        wait_for(lambda: sum(done().values()) == tasks, timeout=10, what="the status API to count the tasks")
+        return target, {e: n for e, n in done().items() if n}
+
+    hold = locality.Hold(cluster_spark)
+    try:
+        for key in locality.KEYS:
+            conf.set(key, "0ms")
+        target, spread = ran_on()
+        assert len(spread) >= 2 and spread.get(target, 0) < tasks, spread  # others' free cores took some
+        hold.raise_to(60.0)
+        assert locality.wait_ms(cluster_spark) == {key: 60_000 for key in locality.KEYS}
+        target, held = ran_on()
+        assert held == {target: tasks}
+    finally:
+        hold.release()
+        for key, value in own.items():
+            conf.remove(key) if value is None else conf.set(key, value)
+    assert hold.seconds is None and locality.wait_ms(cluster_spark) == own_ms
+
+
 def test_bad_targets_get_one_sentence(api: Any) -> None:
     url, _, _ = api
     code, body = call(f"{url}/v1/executors", "PUT", {"target": "two"}, token=TOKEN)

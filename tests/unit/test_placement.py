@@ -7,9 +7,11 @@ from hypothesis import strategies as st
 
 from sluice.runtime.placement import (
     MIN_EXTRA_SECONDS,
+    SLACK_SHARE,
     Partition,
     balanced,
     budget_bytes,
+    locality_wait,
     max_units,
     next_moves,
     reload_rate,
@@ -153,3 +155,12 @@ def test_steps_stay_within_budget_keep_every_partition_once_and_converge(
         assert balanced(parts, executors, frozenset(leaving))
         counts = [spread(parts).get(e, 0) for e in staying]
         assert max(counts) - min(counts) <= 1 and not any(p.executor in leaving for p in parts)
+
+
+def test_the_locality_wait_is_half_the_least_slack_of_any_query_while_units_are_pending() -> None:
+    # three queries with 50 s, 4 s and 9 s of slack: every query's tasks wait alike, so the
+    # tightest bounds it, at SLACK_SHARE (0.5) of its 4 s
+    assert SLACK_SHARE == 0.5 and locality_wait(3, [50.0, 4.0, 9.0]) == 2.0
+    assert locality_wait(0, [50.0, 4.0]) is None  # nothing to move: the application's own wait
+    assert locality_wait(3, []) is None
+    assert locality_wait(3, [50.0, -0.2]) is None  # a query over its SLA: no wait may be added
