@@ -29,6 +29,8 @@ Traced = tuple[BatchTimeline, list[tuple[str, float]]]
 
 RECENT_BATCHES = 32
 """Batches whose timelines (critical path, DS2 load) are kept per query."""
+COLD_BATCHES = 3
+"""A query's first batches with rows whose time is kept apart (`HostedQuery.cold_ms`)."""
 BAND_LOG = 1000
 """Batches whose FAIR band is kept per query."""
 PHASE_LOG = 5000
@@ -111,6 +113,10 @@ class HostedQuery:
     """A Kafka source's lag and producer rate, from each batch's latest and end offsets."""
     phase_log: dict[str, deque[float]] = field(default_factory=dict)
     """Phase -> milliseconds of the latest measured batches (`sluice run --report` prints their quantiles)."""
+    cold_ms: list[float] = field(default_factory=list)
+    """The cost of its first `COLD_BATCHES` batches that read rows, as `batch_costs` takes a batch's
+    (`triggerExecution` less the offset commit and the gate's wait): a cold start's, which
+    `sluice run --report` records for what-if."""
 
     def runs(self, query: StreamingQuery, weight: float) -> bool:
         """Running as registered now: the same registration again (an operator restart resumes

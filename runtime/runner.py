@@ -195,6 +195,7 @@ def _run(queries: list[StreamingQuery], options: RunOptions, config: SessionConf
                               "gate_capacity": capacity}
     with host.lock:
         phases = {key: hosted.phase_quantiles() for key, hosted in host.queries.items()}
+        cold = {key: list(hosted.cold_ms) for key, hosted in host.queries.items()}
     for key, status in statuses.items():
         per_query[key] = {
             "p50_ms": status.p50_ms, "p99_ms": status.p99_ms, "max_ms": status.max_ms,
@@ -203,6 +204,7 @@ def _run(queries: list[StreamingQuery], options: RunOptions, config: SessionConf
             "message": status.message, "bands": status.bands, "phases_ms": phases.get(key, {}),
             "critical_path": status.criticalPath, "bottleneck": status.bottleneck,
             "costs": None if status.costs is None else status.costs.model_dump(),
+            "cold_ms": cold.get(key, []),
         }
         if options.timeline:
             window = host.queries[key].window

@@ -106,6 +106,11 @@ class SimQuery:
     """Seconds a task spends off the CPU (state-store and shuffle writes, fetches) for each second
     of its CPU (with `driver`): after its tasks' CPU the batch waits that long without taking a
     core (`--model cores-wait`)."""
+    cold: tuple[float, ...] = ()
+    """Seconds its first batches with rows took, in order (a recording's `cold_ms`): a cold start.
+    Such a batch takes at least that long from its grant to its action's end; what it takes
+    beyond its modelled work is a wait without a core (the recorded time already holds what the
+    other batches took from it)."""
 
     @property
     def goal(self) -> float:
@@ -321,6 +326,8 @@ class _Batch:
     granted: float | None = None
     cost: float = 0.0
     """Seconds from its grant to the end of its work (its action)."""
+    cold: float = 0.0
+    """Seconds it takes at least (a cold start's, `SimQuery.cold`)."""
 
 
 @dataclass(slots=True)
@@ -344,6 +351,8 @@ class _State:
     """(committed, rows, cost, gate wait, commit) of recent batches."""
     rate: float = 0.0
     """Input rate of the last batch (Spark's inputRowsPerSecond)."""
+    granted: int = 0
+    """Batches granted so far (the first `len(query.cold)` take their cold start's time)."""
 
 
 _TRIGGER, _DONE, _DISPATCH, _CHECK, _WORKED = 0, 1, 2, 3, 4
@@ -387,7 +396,7 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
 
     for index, query in enumerate(queries):
         if query.sla <= 0 or query.rate < 0 or query.fixed < 0 or query.per_row < 0 or query.commit < 0 \
-                or query.off_cpu < 0:
+                or query.off_cpu < 0 or any(c < 0 for c in query.cold):
             raise ValueError(f"query {query.key}: the SLA must be above zero and rates and costs not negative")
         if query.window is not None and query.window <= 0:
             raise ValueError(f"query {query.key}: a window must be longer than zero")
@@ -417,11 +426,15 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
             if batch is None or batch.batch_id != grant.batch_id:
                 continue
             batch.granted = now
+            query = state.query
+            if state.granted < len(query.cold):
+                batch.cold = query.cold[state.granted]
+            state.granted += 1
             if shared is None:  # no thread ever shares a core: the batch runs at full speed
-                batch.cost = state.query.alone(batch.rows)
-                push(now + batch.cost + state.query.commit, _DONE, grant.query, state.generation)
+                batch.cost = max(query.alone(batch.rows), batch.cold)
+                push(now + batch.cost + query.commit, _DONE, grant.query, state.generation)
             else:
-                shared.start(now, state.query.work(batch.rows))
+                shared.start(now, query.work(batch.rows))
                 share(now)
         until = scheduler.hold_until
         if until is not None and (hold_at is None or until < hold_at or hold_at <= now):
@@ -445,6 +458,7 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
             batch = state.batch
             assert batch is not None and batch.granted is not None
             off = state.query.waits(batch.rows) if state.query.off_cpu > 0 else 0.0
+            off = max(off, batch.granted + batch.cold - now)  # a cold start's time beyond its work
             batch.cost = now + off - batch.granted
             push(now + off + state.query.commit, _DONE, job.key, state.generation)
         share(now)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.api.constants import GRID
+from sluice.api.constants import GRID, MASSES
 from sluice.api.scenario import Burst
 from sluice.scheduler.simulate import Options, Pool, QueryResult, SimQuery, simulate, size
 
@@ -165,6 +165,30 @@ def test_time_off_the_cpu_delays_the_batch_without_taking_a_core() -> None:
     # alone on a core of its own (no sharing: the fast path) the batch takes 0.3 + 0.3 s: p50 3.1 s
     alone = p50s(pair(0.3, 1.0)[:1], Pool(1, 2))
     assert 3.1 <= alone[0] <= 3.1 * 1.02
+
+
+def test_a_cold_start_s_first_batch_takes_its_recorded_time_and_leaves_a_backlog() -> None:
+    # a batch a second (0.1 s, commit 0.05 s); the first with rows (at 1 s, rows of 0..1 s) took
+    # 2.5 s in the recording: it commits at 3.55 s (latencies 2.55..3.55 s). The next trigger is
+    # then, at 3.55 s: 2.55 s of rows at its steady 0.1 s, committed at 3.70 s (0.15..2.70 s). Of
+    # those 355 rows, only the second batch's produced after 2.70 s are within a 1 s SLA: the
+    # latency at its quantile q is 2.70 - 2.55 q, within from q = 0.67 on (0.7 .. 1.0 of GRID, its
+    # rows binned by the grid's masses). Warm, three batches' rows are within 1.15 s, 85% within 1 s.
+    cold = simulate([filter_query(cold=(2.5,))], Pool(1), Options(duration=3.75, warmup=0.0)).queries["a/filter"]
+    assert cold.batches == 2 and cold.rows == pytest.approx(355)
+    within = sum(m for q, m in zip(GRID, MASSES, strict=True) if q >= 0.7)
+    assert cold.attainment == pytest.approx(255 * within / 355)
+    worst = cold.quantile(0.999)
+    assert worst is not None and 3.5 <= worst <= 3.55 * 1.02
+    warm = simulate([filter_query()], Pool(1), Options(duration=3.75, warmup=0.0)).queries["a/filter"]
+    assert warm.batches == 3 and warm.attainment == pytest.approx(0.85)  # at 1, 2 and 3 s
+    # on shared cores the cold time beyond the work is a wait without a core: two batches of 0.3
+    # core-seconds share one core (both end their tasks at 5.6 s), then the cold one waits until
+    # 5 + 1.0 s (p50 6.0 - 2.5 = 3.5 s) while the warm one commits at 5.6 s (3.1 s)
+    pair = [filter_query(key=f"{t}/f", tenant=t, sla=10.0, commit=0.0, trigger=5.0, driver=0.0, task_fixed=0.3,
+                         cold=c) for t, c in (("a", (1.0,)), ("b", ()))]
+    p50s = {k: q.quantile(0.5) or 0.0 for k, q in simulate(pair, Pool(1, capacity=2), Options(duration=6.5)).queries.items()}
+    assert 3.5 <= p50s["a/f"] <= 3.5 * 1.02 and 3.1 <= p50s["b/f"] <= 3.1 * 1.02
 
 
 def test_cores_other_processes_take_slow_the_batches_on_what_is_left() -> None:

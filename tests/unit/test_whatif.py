@@ -212,3 +212,27 @@ def test_a_recording_s_work_and_spark_setup_drive_the_shared_cores(tmp_path: Pat
     old.write_text(json.dumps({"cores": 2, "queries": {"payments/fraud-filter": {"costs": costs}}}))
     assert recorded_setup(old) == Setup(2, None, None, False)
     assert read_costs(old, ["payments/fraud-filter"])["payments/fraud-filter"].work is None
+
+
+def test_a_recording_s_cold_start_is_simulated_unless_no_cold_says_otherwise(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    costs = {"fixed_ms": 150.0, "per_row_us": 20.0, "commit_ms": 0.0, "input_rate": 200.0}
+    report.write_text(json.dumps({"queries": {"payments/fraud-filter": {"costs": costs, "cold_ms": [2000.0, 900.0]}}}))
+    from sluice.cli.whatif import read_costs
+
+    assert read_costs(report, ["payments/fraud-filter"])["payments/fraud-filter"].cold == (2.0, 0.9)
+    figures = {}
+    for flag in ("--cold", "--no-cold"):
+        code, _, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "1", "--duration", "20s",
+                              "--warmup", "0s", flag, "--out", str(tmp_path / flag))
+        assert code == 0, err
+        figures[flag] = json.loads((tmp_path / flag / "simulate.json").read_text())["queries"]["payments/fraud-filter"]
+    # warm, every batch of the 200 ms trigger takes 154 ms: all rows within the 500 ms SLA; cold,
+    # the first batch's 2 s and the second's 0.9 s make their rows and the backlog after them late
+    assert figures["--no-cold"]["attainment"] == 1.0 and figures["--cold"]["attainment"] < 0.95
+    assert figures["--cold"]["p99_ms"] > 2000 > figures["--no-cold"]["p99_ms"]
+    for bad in ([-1.0], "2000", [None]):
+        report.write_text(json.dumps({"queries": {"payments/fraud-filter": {"costs": costs, "cold_ms": bad}}}))
+        code, _, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "1")
+        assert code == 1 and "queries.payments/fraud-filter.cold_ms must be a list of milliseconds" in err, err
+        assert len(err.strip().splitlines()) == 1

@@ -384,6 +384,9 @@ def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
                      help="Cores other processes keep busy on the pool's machine (the batches share the rest); "
                           "default: what a recording measured beside its load (`machine.other_cores`, written by "
                           "`sluice bench cameo`), else 0."),
+        click.option("--cold/--no-cold", default=True, show_default=True,
+                     help="A recording's first batches with rows take at least the time they took there "
+                          "(`cold_ms`: a cold start and the backlog it leaves); --no-cold: their steady costs."),
     ]):
         command = option(command)
     return command
@@ -415,7 +418,8 @@ class _WhatIf(NamedTuple):
 
 def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | None, rates: str | None,
                    cores: int | None, policy: str | None, duration: str | None, warmup: str | None,
-                   timeline: bool = False, model: str = "cores", other_cores: float | None = None) -> _WhatIf:
+                   timeline: bool = False, model: str = "cores", other_cores: float | None = None,
+                   cold: bool = True) -> _WhatIf:
     """The simulation's queries, cores per executor, policy, the recording's figures and the
     simulated span; exits 1 with one sentence on bad input. Without --cores-per-executor or a
     pool, a recording's cores (one local-mode executor with all of them) set the slots per
@@ -438,6 +442,8 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
             loads = {**loads, **whatif.read_rates(Path(rates))}
         recorded = whatif.read_costs(Path(costs), [q.key for q in queries]) if costs else {}
         setup = whatif.recorded_setup(Path(costs)) if costs else None
+        if not cold:
+            recorded = {key: replace(found, cold=()) for key, found in recorded.items()}
         if model == "slots":  # each batch one slot for its wall time, on one slot a core
             recorded = {key: replace(found, work=None) for key, found in recorded.items()}
             setup = None if setup is None else whatif.Setup(setup.cores)
@@ -471,13 +477,13 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
 @click.option("--out", type=click.Path(file_okay=False), help="Also write simulate.json, summary.txt and simulate.png here.")
 def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, cores: int | None, costs: str | None,
              rates: str | None, duration: str | None, warmup: str | None, policy: str | None, model: str,
-             other_cores: float | None, executors: int, out: str | None) -> None:
+             other_cores: float | None, cold: bool, executors: int, out: str | None) -> None:
     """Predict each query's p50, p99 and SLA attainment in one pool before deploying (a simulation)."""
     from sluice.cli import whatif
     from sluice.scheduler.simulate import simulate as run_simulation
 
     inputs = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy, duration, warmup,
-                            timeline=out is not None, model=model, other_cores=other_cores)
+                            timeline=out is not None, model=model, other_cores=other_cores, cold=cold)
     queries, recorded, options = inputs.queries, inputs.recorded, inputs.options
     click.echo(f"simulating {len(queries)} queries on {executors} executor(s) for {options.duration:g}s of pool time ...",
                err=True)
@@ -499,7 +505,7 @@ def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None
               help="DS2's utilization target (the pool's autoscaling.utilization).")
 def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, cores: int | None, costs: str | None,
          rates: str | None, duration: str | None, warmup: str | None, policy: str | None, model: str,
-         other_cores: float | None, max_executors: int,
+         other_cores: float | None, cold: bool, max_executors: int,
          utilization: float) -> None:
     """The fewest executors that keep every SLA (simulated), beside DS2's count that sustains the rates."""
     from sluice.cli import whatif
@@ -508,7 +514,7 @@ def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, co
     from sluice.scheduler.simulate import size as search
 
     inputs = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy, duration, warmup, model=model,
-                            other_cores=other_cores)
+                            other_cores=other_cores, cold=cold)
     queries, per_executor, options = inputs.queries, inputs.cores, inputs.options
     ds2, why = ds2_executors(queries, per_executor, utilization)
     def step(n: int, result: SimResult) -> None:  # progress: one line per simulated pool, as it is made

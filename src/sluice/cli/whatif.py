@@ -73,6 +73,8 @@ class Recorded:
     work: tuple[float, float, float, int, float] | None = None
     """(driver s, task CPU s, task CPU s a row, tasks, run time to CPU): the batch as work on the cores, when the
     run recorded its stage times."""
+    cold: tuple[float, ...] = ()
+    """Seconds its first batches with rows took (the report's `cold_ms`): a cold start."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +163,16 @@ def read_costs(path: Path, known: Sequence[str]) -> dict[str, Recorded]:
             work = (costs.driver_ms / 1000, costs.task_cpu_ms / 1000, costs.task_cpu_per_row_us / 1e6, costs.tasks or 1,
                     costs.task_run_ratio or 1.0)
         out[key] = Recorded(fixed, per_row, commit, rate, _number(entry.get("p99_ms"), 1000),
-                            _number(entry.get("attainment"), 1), work)
+                            _number(entry.get("attainment"), 1), work, _cold(path, key, entry.get("cold_ms", [])))
     return out
+
+
+def _cold(path: Path, key: str, raw: Any) -> tuple[float, ...]:
+    """A report's `cold_ms` (a list of milliseconds, zero or more) as seconds."""
+    if not isinstance(raw, list) or not all(isinstance(x, int | float) and math.isfinite(x) and x >= 0 for x in raw):
+        raise WhatIfError(f"{path}: queries.{key}.cold_ms must be a list of milliseconds, each zero or more (the "
+                          "cost of the query's first batches); record it again with `sluice run --report` or remove it.")
+    return tuple(float(x) / 1000 for x in raw)
 
 
 def _costs_problem(path: Path, key: str, error: ValidationError) -> str:
@@ -243,6 +253,8 @@ def sim_queries(queries: Sequence[StreamingQuery], loads: Mapping[str, DeclaredL
             critical=spec.sla.critical or (load.critical if load else False), trigger=trigger,
             window=window.size.seconds if window else None, delay=mark.delay.seconds if mark else 0.0,
             keys=load.keys if load else 100))
+        if found is not None and not declared and found.cold:  # the recorded run's first batches
+            out[-1] = replace(out[-1], cold=found.cold)
         if work is not None:  # the recorded run's work on the cores: the simulation shares them
             out[-1] = replace(out[-1], driver=work[0], task_fixed=work[1] * work[4], task_per_row=work[2] * work[4],
                               tasks=work[3])
