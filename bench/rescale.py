@@ -158,6 +158,9 @@ class Run:
     reloads: list[tuple[int, int, float, float]] = field(default_factory=list)
     """(units, bytes, seconds, seconds its budget allowed) of each partition-paced step measured
     after the change (`megaphone.Reload`)."""
+    step_times: list[tuple[float, float, int]] = field(default_factory=list)
+    """(seconds listing the state, seconds reporting the moves, moves) of each partition-paced
+    step that moved after the change (`megaphone.StateMover.timings`)."""
 
 
 def manifest(bootstrap: str, topic: str, sink: Path, sla: str, value_bytes: int = 0,
@@ -251,6 +254,7 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
         result.state_disk_bytes = sum(p.bytes for p in state_stores.partitions(spark, hosted.handle))
         moves_before = mover.moves if mover else 0
         reloads_before = len(mover.reloads) if mover else 0
+        timings_before = len(mover.timings) if mover else 0
         result.changed_at = time.time()
         scaler.set_target(end)
         log(f"  {direction}/{strategy}/{store}: target {start} -> {end}")
@@ -285,6 +289,7 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
         result.moved_bytes = mover.moved_bytes if mover else 0
         result.reloads = [(r.units, r.bytes, round(r.seconds, 3), round(r.allowed, 3))
                           for r in (mover.reloads[reloads_before:] if mover else [])]
+        result.step_times = list(mover.timings[timings_before:]) if mover else []
     finally:
         handle = hosted.handle
         stop.set()
@@ -564,6 +569,7 @@ def rerender(results: Path, out: Path) -> dict[str, Any]:
     document = json.loads(results.read_text())
     runs = [Run(**{**r, "batches": [tuple(b) for b in r["batches"]], "latency": [tuple(x) for x in r["latency"]],
                    "reloads": [tuple(x) for x in r.get("reloads", [])],
+                   "step_times": [tuple(x) for x in r.get("step_times", [])],
                    "samples": [tuple(x) for x in r.get("samples", [])]})
             for r in document["runs"]]
     out.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -104,10 +105,15 @@ class StateMover:
         """The last step of each query, until the batches after it are measured."""
         self._rate: dict[str, float] = {}
         """Each query's measured reload rate (bytes/s), from its last measured step."""
+        self._walked: dict[str, state_stores.Listing] = {}
+        """Each query's state directory as walked after its last step (stores and sizes)."""
         self._last_units: dict[str, int] = {}
         """Units each query's last step moved (the next may move twice as many)."""
         self.reloads: list[Reload] = []
         """Every step whose cost was measured, in order (`sluice bench rescale` reports them)."""
+        self.timings: list[tuple[float, float, int]] = []
+        """(seconds listing the state, seconds reporting the moves, moves) of each step that moved:
+        a move must land before the next batch's stateful stage is placed to take."""
         self._lock = threading.Lock()
         self.moves = 0
         self.moved_bytes = 0
@@ -121,14 +127,26 @@ class StateMover:
         for query in running:
             if self._seen.get(query.key) == query.batches:
                 continue
-            parts = state_stores.partitions(self.spark, query.handle)
+            began = time.perf_counter()
+            # the units' stores and sizes from the walk after the last step (walking gigabytes of
+            # checkpoint files takes long enough that the next batch's stateful stage was placed
+            # before a step's moves landed, and ran them where they were); where each is active
+            # is asked fresh
+            listed = self._walked.get(query.key) or state_stores.listing(self.spark, query.handle)
+            parts = state_stores.partitions(self.spark, query.handle, listed)
             moves = next_moves(parts, list(hosts), leaving, self._budget(query, parts), cold,
                                max_units(self._last_units.get(query.key, 0)))
+            planned = time.perf_counter()
             for move in moves:
-                state_stores.move(self.spark, query.handle, move.unit, move.target, hosts[move.target])
+                state_stores.move(self.spark, query.handle, move.unit, move.target, hosts[move.target], listed)
+            if moves:
+                self.timings.append((round(planned - began, 3), round(time.perf_counter() - planned, 3), len(moves)))
+            for move in moves:
                 log.info("moved state partition %s of %s from executor %s to %s (%d bytes)",
                          move.unit, query.key, move.source, move.target, move.bytes)
-            if moves:
+            walked = state_stores.listing(self.spark, query.handle)  # sizes for the next step, off its clock
+            if walked is not None:
+                self._walked[query.key] = walked
                 moved = sum(m.bytes for m in moves)
                 last = query.recent[-1][0] if query.recent else -1
                 self._step[query.key] = Step(last, moved, tuple(s for _, s in query.recent), tuple(moves),
@@ -147,7 +165,8 @@ class StateMover:
             done += moves
         with self._lock:
             for gone in set(self._listed) - {q.key for q in running}:
-                for kept in (self._listed, self._seen, self._pending, self._step, self._rate, self._last_units):
+                for kept in (self._listed, self._seen, self._pending, self._step, self._rate, self._last_units,
+                             self._walked):
                     kept.pop(gone, None)
             pending = sum(self._pending.values())
         self._hold(pending, self.slacks() if self.slacks is not None else [q.slack for q in running])

@@ -17,6 +17,7 @@ What is used (pyspark 4.2.0):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from .placement import Partition, Unit
@@ -80,28 +81,45 @@ def executor_of(location: str | None) -> tuple[str, str] | None:
     return (host, executor) if host and executor else None
 
 
-def partitions(spark: Any, query: Any) -> list[Partition]:
-    """Every state partition of a running query, where it is active and its size on disk."""
+@dataclass(frozen=True)
+class Listing:
+    """One walk of a query's state directory: its root and each unit's store names and bytes."""
+
+    root: str
+    stores: dict[Unit, tuple[list[str], int]]
+
+
+def listing(spark: Any, query: Any) -> Listing | None:
+    """Walk the query's state directory once (None before its first batch). A step lists once and
+    moves from that listing: walking it again for each move (gigabytes of checkpoint files) let the
+    next batch's stateful stage be placed before the step's last moves were reported."""
     root = state_root(query)
-    if root is None:
+    return None if root is None else Listing(root, _stores(spark, root))
+
+
+def partitions(spark: Any, query: Any, listed: Listing | None = None) -> list[Partition]:
+    """Every state partition of a running query, where it is active and its size on disk."""
+    listed = listed or listing(spark, query)
+    if listed is None:
         return []
     coordinator = _coordinator(spark)
     out = []
-    for unit, (stores, size) in sorted(_stores(spark, root).items()):
-        located = coordinator.getLocation(_provider(spark, root, unit, stores[0], str(query.runId)))
+    for unit, (stores, size) in sorted(listed.stores.items()):
+        located = coordinator.getLocation(_provider(spark, listed.root, unit, stores[0], str(query.runId)))
         place = executor_of(str(located.get())) if located.isDefined() else None
         out.append(Partition(unit, place[1] if place else None, size))
     return out
 
 
-def move(spark: Any, query: Any, unit: Unit, executor: str, host: str) -> None:
+def move(spark: Any, query: Any, unit: Unit, executor: str, host: str, listed: Listing | None = None) -> None:
     """Make `executor` (on `host`) the active instance of every store of `unit`."""
-    root = state_root(query)
-    if root is None:
+    listed = listed or listing(spark, query)
+    if listed is None:
         return
-    stores = _stores(spark, root).get(unit, ([DEFAULT_STORE], 0))[0]
+    stores = listed.stores.get(unit, ([DEFAULT_STORE], 0))[0]
     coordinator = _coordinator(spark)
     none = spark.sparkContext._jvm.PythonUtils.toSeq([])
     for store in stores:
-        coordinator.reportActiveInstance(_provider(spark, root, unit, store, str(query.runId)), host, executor, none)
+        coordinator.reportActiveInstance(_provider(spark, listed.root, unit, store, str(query.runId)), host, executor,
+                                         none)
 
