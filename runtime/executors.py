@@ -196,6 +196,8 @@ class ExecutorScaler:
         self._refused = False
         self._moved_at: float | None = None
         """When the mover last moved a state partition (the clock's seconds)."""
+        self._moves_seen = 0
+        """The mover's moves as the scaler last saw them."""
         self.warm_ups: dict[str, float | None] = {}
         """Executor id -> seconds its warm-up job took (None while it runs, or if it failed)."""
         if mover is not None:
@@ -210,6 +212,8 @@ class ExecutorScaler:
         scaler = cls(host.spark, grace=grace, interval=interval, stateful=host.stateful_batches, mover=mover, paced=paced)
         if moving:
             host.after_stateful_commit.append(scaler.wake)
+            assert mover is not None
+            host.gate.before_stateful.append(mover.apply)
         return scaler
 
     # ------------------------------------------------------------------ reading
@@ -302,10 +306,9 @@ class ExecutorScaler:
             for e in executors:
                 if e.completed_tasks == 0 and e.id not in self.warm_ups and e.id not in leaving and e.host:
                     self._warm(e)
-            moved = self.mover.moves
             self.mover.step([Executor(e.id, e.host, e.warm(now)) for e in executors], leaving)
-            if self.mover.moves > moved:
-                self._moved_at = now
+            if self.mover.moves > self._moves_seen:  # reported as a batch asked, since the last step
+                self._moved_at, self._moves_seen = now, self.mover.moves
         with self._lock:
             target = self._target
             if target is None:

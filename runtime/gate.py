@@ -80,6 +80,8 @@ class Gate:
         self.metrics = metrics
         self.lock = lock
         self.clock = clock
+        self.before_stateful: list[Callable[[str, int], object]] = []
+        """Called as a stateful query's batch asks, before its jobs (Megaphone's moves land then)."""
 
     def for_query(self, hosted: HostedQuery) -> Callable[[Any, int], None]:
         def gate(frame: Any, batch_id: int) -> None:
@@ -112,6 +114,12 @@ class Gate:
         """Before a batch's action: ask for its grant and record it. Returns the request, the grant,
         the coordination time, the FAIR pool to run in (None: Spark's default) and when it entered."""
         entered = self.clock()
+        if self.before_stateful and hosted.query.spec.stateful:
+            for before in self.before_stateful:
+                try:
+                    before(hosted.query.key, batch_id)
+                except Exception as error:  # py4j: never into the batch; the mover plans again
+                    log.warning("state moves of %s before batch %d failed: %s", hosted.query.key, batch_id, error)
         with self.lock:
             request = BatchRequest(hosted.query.key, batch_id,
                                    expected_rows(hosted.input_rate, hosted.last_batch_started, entered),

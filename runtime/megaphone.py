@@ -2,11 +2,13 @@
 state partitions are active, ask the planner (`placement.next_moves`, pure) for the next moves
 within the query's budget, and apply them through the coordinator (`state_stores.move`).
 
-It runs from the executor scaler's loop, once per committed batch of each query (so at most one
-budget per batch): a move reported after batch N makes batch N+1 run the partition on its new
-executor, which loads its state from the checkpoint. A task of batch N still running on the old
-executor reports that executor active again; the next listing then shows it there and the
-partition is simply moved again. A leaving executor is empty, for the scaler's kill, once a
+It plans from the executor scaler's loop, once per committed batch of each query (so at most one
+budget per batch), and reports the moves when the query's next batch asks the gate, before any of
+its jobs (`apply`): that batch's stateful stage is placed on them and runs each moved partition on
+its new executor, which loads its state from the checkpoint. (Spark places a stage's tasks by the
+coordinator's locations when it submits the stage, and every task that opens a store reports its
+executor active: a move that lands after the stage is placed is undone by its own task.) A unit
+that shows back where it was is simply moved again. A leaving executor is empty, for the scaler's kill, once a
 listing taken after a batch shows no partition on it. While any move is pending, Spark's locality
 wait is raised (`locality.Hold`) so a moved unit's task waits for its target rather than running
 on a leaving executor's free core.
@@ -87,6 +89,18 @@ class Reload:
     """What the budget allowed it (seconds); a step over it overspent the SLA's slack."""
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """A step's moves, planned after a commit and reported as the query's next batch asks."""
+
+    moves: tuple[Move, ...]
+    listed: state_stores.Listing
+    hosts: dict[str, str]
+    query: StatefulQuery
+    listing: float
+    """Seconds the plan took (the coordinator's locations and the planner)."""
+
+
 class StateMover:
     def __init__(self, spark: Any, queries: Callable[[], list[StatefulQuery]], metrics: Any = None,
                  slacks: Callable[[], list[float]] | None = None) -> None:
@@ -105,6 +119,8 @@ class StateMover:
         """The last step of each query, until the batches after it are measured."""
         self._rate: dict[str, float] = {}
         """Each query's measured reload rate (bytes/s), from its last measured step."""
+        self._planned: dict[str, _Plan] = {}
+        """Each query's planned moves, until its next batch asks the gate (`apply`)."""
         self._walked: dict[str, state_stores.Listing] = {}
         """Each query's state directory as walked after its last step (stores and sizes)."""
         self._last_units: dict[str, int] = {}
@@ -112,65 +128,89 @@ class StateMover:
         self.reloads: list[Reload] = []
         """Every step whose cost was measured, in order (`sluice bench rescale` reports them)."""
         self.timings: list[tuple[float, float, int]] = []
-        """(seconds listing the state, seconds reporting the moves, moves) of each step that moved:
-        a move must land before the next batch's stateful stage is placed to take."""
+        """(seconds planning, seconds reporting the moves, moves) of each step that moved."""
         self._lock = threading.Lock()
         self.moves = 0
         self.moved_bytes = 0
 
     def step(self, executors: list[Executor], leaving: frozenset[str]) -> list[Move]:
-        """One step for each stateful query that committed a batch since its last one."""
+        """Plan one step for each stateful query that committed a batch since its last one; its
+        moves are reported when the query's next batch asks the gate (`apply`)."""
         hosts = {e.id: e.host for e in executors}
         cold = frozenset(e.id for e in executors if not e.warm)
         done: list[Move] = []
         running = self.queries()
         for query in running:
-            if self._seen.get(query.key) == query.batches:
-                continue
+            with self._lock:
+                waiting = query.key in self._planned
+            if self._seen.get(query.key) == query.batches or waiting:
+                continue  # nothing new, or the last plan not yet applied (the listing predates it)
             began = time.perf_counter()
-            # the units' stores and sizes from the walk after the last step (walking gigabytes of
-            # checkpoint files takes long enough that the next batch's stateful stage was placed
-            # before a step's moves landed, and ran them where they were); where each is active
-            # is asked fresh
+            # the units' stores and sizes from the walk after the last step (a walk of gigabytes
+            # of checkpoint files takes seconds); where each is active is asked fresh
             listed = self._walked.get(query.key) or state_stores.listing(self.spark, query.handle)
             parts = state_stores.partitions(self.spark, query.handle, listed)
             moves = next_moves(parts, list(hosts), leaving, self._budget(query, parts), cold,
                                max_units(self._last_units.get(query.key, 0)))
-            planned = time.perf_counter()
-            for move in moves:
-                state_stores.move(self.spark, query.handle, move.unit, move.target, hosts[move.target], listed)
-            if moves:
-                self.timings.append((round(planned - began, 3), round(time.perf_counter() - planned, 3), len(moves)))
-            for move in moves:
-                log.info("moved state partition %s of %s from executor %s to %s (%d bytes)",
-                         move.unit, query.key, move.source, move.target, move.bytes)
-            walked = state_stores.listing(self.spark, query.handle)  # sizes for the next step, off its clock
-            if walked is not None:
-                self._walked[query.key] = walked
-                moved = sum(m.bytes for m in moves)
-                last = query.recent[-1][0] if query.recent else -1
-                self._step[query.key] = Step(last, moved, tuple(s for _, s in query.recent), tuple(moves),
-                                             max(query.slack, 0.0) * SLACK_SHARE)
-                self._last_units[query.key] = len(moves)
             with self._lock:
+                if moves and listed is not None:
+                    self._planned[query.key] = _Plan(tuple(moves), listed, hosts, query,
+                                                     time.perf_counter() - began)
                 self._seen[query.key] = query.batches
                 self._listed[query.key] = parts
                 self._pending[query.key] = len(next_moves(parts, list(hosts), leaving, 1 << 62))
-                self.moves += len(moves)
-                self.moved_bytes += sum(m.bytes for m in moves)
-            if moves and self.metrics is not None:
-                labels = query_labels(query.key)
-                self.metrics.state_moves.labels(*labels).inc(len(moves))
-                self.metrics.state_moved_bytes.labels(*labels).inc(sum(m.bytes for m in moves))
+            walked = state_stores.listing(self.spark, query.handle)  # sizes for the next step, off its clock
+            if walked is not None:
+                self._walked[query.key] = walked
             done += moves
         with self._lock:
             for gone in set(self._listed) - {q.key for q in running}:
                 for kept in (self._listed, self._seen, self._pending, self._step, self._rate, self._last_units,
-                             self._walked):
+                             self._walked, self._planned):
                     kept.pop(gone, None)
             pending = sum(self._pending.values())
         self._hold(pending, self.slacks() if self.slacks is not None else [q.slack for q in running])
         return done
+
+    def apply(self, key: str, batch_id: int) -> int:
+        """Report the query's planned moves to the coordinator; called as its batch `batch_id` asks
+        the gate, before any of its jobs, so the batch's stateful stage is placed on the moves.
+        Reported when planned (after the commit of the batch before, from the scaler's thread),
+        they raced the next batch: its stateful stage was often placed already, its tasks ran the
+        units where they were and reported those executors active again (a 1 GiB shrink's 8- and
+        16-unit steps showed no reload at all). Returns the moves reported."""
+        with self._lock:
+            plan = self._planned.get(key)  # kept until its step is recorded: `step` plans no other meanwhile
+        if plan is None:
+            return 0
+        began = time.perf_counter()
+        query, moves = plan.query, plan.moves
+        try:
+            for move in moves:
+                state_stores.move(self.spark, query.handle, move.unit, move.target, plan.hosts[move.target],
+                                  plan.listed)
+        except Exception:
+            with self._lock:  # planned again from a fresh listing, whatever landed
+                self._planned.pop(key, None)
+            raise
+        reported = time.perf_counter() - began
+        moved = sum(m.bytes for m in moves)
+        with self._lock:
+            self._planned.pop(key, None)
+            self._step[key] = Step(batch_id - 1, moved, tuple(s for _, s in query.recent), moves,
+                                   max(query.slack, 0.0) * SLACK_SHARE)
+            self._last_units[key] = len(moves)
+            self.moves += len(moves)
+            self.moved_bytes += moved
+            self.timings.append((round(plan.listing, 3), round(reported, 3), len(moves)))
+        for move in moves:
+            log.info("moved state partition %s of %s from executor %s to %s (%d bytes) before batch %d",
+                     move.unit, key, move.source, move.target, move.bytes, batch_id)
+        if self.metrics is not None:
+            labels = query_labels(key)
+            self.metrics.state_moves.labels(*labels).inc(len(moves))
+            self.metrics.state_moved_bytes.labels(*labels).inc(moved)
+        return len(moves)
 
     def _hold(self, pending: int, slacks: list[float]) -> None:
         wait = locality_wait(pending, slacks)
@@ -196,7 +236,7 @@ class StateMover:
         if step is not None and not took(step.moves, parts):
             log.info("state moves of %s after batch %d did not take (the next batch was placed first); moving again",
                      query.key, step.batch)
-            del self._step[query.key]
+            self._forget_step(query.key, step)
             step = None
         if step is not None:
             after = [s for b, s in query.recent if b > step.batch][:2]
@@ -209,8 +249,13 @@ class StateMover:
                     self.reloads.append(Reload(query.key, step.batch, len(step.moves), step.bytes, step.bytes / rate,
                                                step.allowed))
                 log.info("state reload of %s measured at %.1f MB/s", query.key, rate / 1e6)
-            del self._step[query.key]
+            self._forget_step(query.key, step)
         return budget_bytes(query.slack, self._rate.get(query.key))
+
+    def _forget_step(self, key: str, step: Step) -> None:
+        with self._lock:
+            if self._step.get(key) is step:
+                del self._step[key]
 
     def holding(self) -> set[str]:
         """Executors that held a state partition at the last listing of any query."""
