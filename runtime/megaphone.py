@@ -97,7 +97,7 @@ class _Plan:
     listed: state_stores.Listing
     hosts: dict[str, str]
     query: StatefulQuery
-    listing: float
+    planning: float
     """Seconds the plan took (the coordinator's locations and the planner)."""
 
 
@@ -202,7 +202,7 @@ class StateMover:
             self._last_units[key] = len(moves)
             self.moves += len(moves)
             self.moved_bytes += moved
-            self.timings.append((round(plan.listing, 3), round(reported, 3), len(moves)))
+            self.timings.append((round(plan.planning, 3), round(reported, 3), len(moves)))
         for move in moves:
             log.info("moved state partition %s of %s from executor %s to %s (%d bytes) before batch %d",
                      move.unit, key, move.source, move.target, move.bytes, batch_id)
@@ -234,7 +234,7 @@ class StateMover:
         batch after it ran every unit where it was) is forgotten unmeasured: no reload to wait for."""
         step = self._step.get(query.key)
         if step is not None and not took(step.moves, parts):
-            log.info("state moves of %s after batch %d did not take (the next batch was placed first); moving again",
+            log.info("state moves of %s after batch %d did not take (a task ran a unit where it was); moving again",
                      query.key, step.batch)
             self._forget_step(query.key, step)
             step = None
