@@ -149,6 +149,9 @@ class Run:
     """The state partitions' bytes in the checkpoint at the change."""
     samples: list[tuple[float, int, int]] = field(default_factory=list)
     """(seconds since the change, executors, pending state moves) about every second after it."""
+    on_leaving: list[tuple[float, int]] = field(default_factory=list)
+    """(seconds since the change, state units on executors chosen to leave) at each sample: the
+    mover's placement from its last walk of the state directory (partition-paced shrinks)."""
     sla_s: float | None = None
     """The query's latency SLA in seconds (None: a run from before `--sla`, at 5 s)."""
     checkpoint_mb: float | None = None
@@ -278,6 +281,10 @@ def run_once(direction: str, strategy: str, store: str, options: Options, spark:
                 log(f"    t={time.time() - origin:5.1f}s executors={state.current} leaving={state.leaving} "
                     f"pending={state.pendingMoves} moves={state.stateMoves} placement={state.placement.get(query.key)}")
             result.samples.append((since, state.current, state.pendingMoves if mover else 0))
+            if mover and direction == "shrink":
+                going = set(state.leaving) | set(state.removing)
+                held = state.placement.get(query.key, {})
+                result.on_leaving.append((since, sum(n for e, n in held.items() if e in going)))
             time.sleep(1)
         result.migration_s = migration_end(result.samples, end)
         if direction == "grow":
@@ -347,19 +354,22 @@ def migration_end(samples: list[tuple[float, int, int]], target: int) -> float |
 
 
 def left_at_removal(run: Run) -> int | None:
-    """A shrink's state units still to move off the leaving executors when they went (pure): the
-    pending moves at the last sample before the executor count reached the target. Above 0, the
-    grace ran out (`--grace`) and the rest were killed by force, their state reloaded at once; None
-    for a grow, a strategy that moves no state first (it counts none), a run without samples, or
-    one whose count never reached the target."""
+    """A shrink's state units still on the leaving executors when they went (pure): the units they
+    held at the last sample before the executor count reached the target. Above 0, the grace ran
+    out (`--grace`) and the rest were killed by force, their state reloaded at once. Runs from
+    before `on_leaving` was sampled count pending moves instead, which also holds balance moves
+    between staying executors (2026-11-29: a graceful RocksDB shrink showed 1). None for a grow,
+    a strategy that moves no state first (it counts none), a run without samples, or one whose
+    count never reached the target."""
     if run.direction != "shrink" or run.strategy != "partition-paced" or not run.samples:
         return None
     target = run.samples[-1][1]
-    pending = 0
-    for _, executors, waiting in run.samples:
+    held = dict(run.on_leaving)
+    left = 0
+    for since, executors, pending in run.samples:
         if executors <= target:
-            return pending
-        pending = waiting
+            return left
+        left = held.get(since, 0) if run.on_leaving else pending
     return None
 
 
@@ -570,7 +580,8 @@ def rerender(results: Path, out: Path) -> dict[str, Any]:
     runs = [Run(**{**r, "batches": [tuple(b) for b in r["batches"]], "latency": [tuple(x) for x in r["latency"]],
                    "reloads": [tuple(x) for x in r.get("reloads", [])],
                    "step_times": [tuple(x) for x in r.get("step_times", [])],
-                   "samples": [tuple(x) for x in r.get("samples", [])]})
+                   "samples": [tuple(x) for x in r.get("samples", [])],
+                   "on_leaving": [tuple(x) for x in r.get("on_leaving", [])]})
             for r in document["runs"]]
     out.mkdir(parents=True, exist_ok=True)
     return report(runs, Options(**document["options"]), document["wall_seconds"], out)

@@ -160,6 +160,14 @@ def test_a_shrink_says_how_many_state_units_its_leaving_executors_held_when_they
     assert left_at_removal(drained) == 0  # every unit moved off first
     assert left_at_removal(Run("grow", "partition-paced", "default", samples=[(0.5, 2, 0), (9.0, 4, 4)])) is None
     assert left_at_removal(Run("shrink", "all-at-once", "default", samples=[(0.5, 4, 0), (1.0, 3, 0)])) is None
+    # with the leaving executors' units sampled, a balance move still pending between staying
+    # executors is not a unit left behind (2026-11-29's graceful RocksDB shrink showed 1)
+    balanced = Run("shrink", "partition-paced", "rocksdb", samples=[(0.5, 4, 9), (60.0, 4, 1), (61.0, 2, 1)],
+                   on_leaving=[(0.5, 8), (60.0, 0), (61.0, 0)])
+    assert left_at_removal(balanced) == 0
+    cut = Run("shrink", "partition-paced", "rocksdb", samples=[(0.5, 4, 9), (120.0, 4, 5), (121.0, 2, 5)],
+              on_leaving=[(0.5, 8), (120.0, 3), (121.0, 0)])
+    assert left_at_removal(cut) == 3
     out = CliRunner().invoke(main, ["bench", "rescale", "--grace", "a while"])
     assert out.exit_code == 2 and "--grace" in out.output and "Traceback" not in out.output
     out = CliRunner().invoke(main, ["bench", "rescale", "--directions", "sideways"])
