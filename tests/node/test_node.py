@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -390,6 +391,37 @@ def test_a_killed_driver_restarts_and_its_queries_resume_from_their_checkpoints(
     # resumed from the checkpoint, and the batch in flight at the kill run again without writing
     # a row twice (the sink's default delivery, exactlyOnce)
     assert before_kill > 2000 and duplicates == 0, (before_kill, duplicates)
+
+
+def test_a_real_time_query_holds_its_slot_on_executor_pods_and_writes_every_row(
+        release: NodeCluster, node_broker: KafkaBroker) -> None:
+    """Spark's Real-time Mode on the pool users install: its long-running task on an executor pod,
+    its slot reserved in the pool's status while it runs and given back when it goes."""
+    node = release
+    for topic in ("rt-in", "rt-out"):
+        node_broker.create_topic(topic, partitions=1)
+    manifest = query("fraud", "rt-in", "rt-out", node_broker.bootstrap)
+    manifest["spec"] |= {"execution": "realTime", "sla": {"latencyTarget": "100ms"}}
+    manifest["spec"]["sink"]["delivery"] = "atLeastOnce"  # how Real-time Mode writes
+    node.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+    try:
+        status = wait_for(lambda: (s := query_status(node, "fraud")).get("phase") == "Running" and s, timeout=180,
+                          every=1, what="the Real-time query Running")
+        assert status["execution"] == "realTime" and status["reservedSlots"] == 1, status  # one source partition
+        wait_for(lambda: (get(node, "sp", POOL) or {}).get("status", {}).get("reservedSlots") == 1, timeout=60,
+                 what="the pool's status.reservedSlots")
+        time.sleep(5)  # its task is reading before the load starts
+        load = Load(node_broker, "rt-in", 200)
+        time.sleep(15)
+        sent = load.stop()
+        # written as they come (at least once): every row at the sink well before its 60 s epoch ends
+        seqs = wait_for(lambda: (s := sink_seqs(node_broker, "rt-out")) and len(set(s)) >= sent and s,
+                        timeout=60, every=2, what=f"all {sent} events at rt-out")
+        assert len(set(seqs)) == sent
+    finally:
+        node.kubectl("delete", "sq", "fraud", "-n", "payments", "--wait=true", "--timeout=120s", check=False)
+    wait_for(lambda: (get(node, "sp", POOL) or {}).get("status", {}).get("reservedSlots") == 0, timeout=90,
+             what="the pool's reserved slots given back")
 
 
 @pytest.mark.extended  # DS2's decisions: the cluster tier on a real application; pods added and removed: kubectl scale above

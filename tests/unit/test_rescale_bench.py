@@ -17,6 +17,7 @@ from sluice.bench.rescale import (
     manifest,
     migration_end,
     no_slack,
+    offsets_at,
     pad_expression,
     per_key,
     sized,
@@ -190,3 +191,17 @@ def test_a_folder_s_bytes_count_every_file_under_it_and_the_checkpoint_size_is_r
     assert folder_bytes(tmp_path) == 3500 and folder_bytes(tmp_path / "absent") == 0
     got = figures(Run("shrink", "all-at-once", "rocksdb", checkpoint_mb=3421.7))
     assert got["checkpoint_mb"] == 3421.7
+
+
+def test_the_sink_is_judged_against_the_offsets_of_its_newest_batch(tmp_path: Path) -> None:
+    # Spark's offset log as it writes it (v1, the metadata line, one line per source): a batch
+    # stopped after its sink's write and before its commit is judged by its own end offsets
+    log = tmp_path / "offsets"
+    log.mkdir()
+    (log / "41").write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":1796000000000,"conf":{}}\n'
+                            '{"rescale-state":{"1":5200,"0":5190}}')
+    (log / "42").write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":1796000001000,"conf":{}}\n'
+                            '{"rescale-state":{"1":6300,"0":6311}}\n-')
+    assert offsets_at(tmp_path, 41) == {"rescale-state": {"0": 5190, "1": 5200}}
+    assert offsets_at(tmp_path, 42) == {"rescale-state": {"0": 6311, "1": 6300}}
+    assert offsets_at(tmp_path, 43) is None  # not in the log: the last progress is used instead
