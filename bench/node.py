@@ -38,11 +38,13 @@ from typing import Any, Protocol
 import yaml
 
 from sluice.api.constants import API_VERSION, CONTROL_PORT, MASSES
+from sluice.api.manifest import load_query
 from sluice.api.query import KafkaSink, StreamingQuery
 from sluice.api.scenario import Scenario
 from sluice.api.wire import BatchList
 from sluice.runtime.latency import weighted_quantile
 from sluice.runtime.realtime import drain_limit
+from sluice.scheduler.execution import mode_of, reserved_slots
 
 from .cameo import AUTO, _for_run, drain_seconds, start_load
 
@@ -171,16 +173,37 @@ class Pool:
             return json.loads(response.read())
 
 
-def pool_manifest(name: str, policy: str, namespaces: list[str], checkpoints: Path) -> dict[str, Any]:
+EXECUTOR_REQUEST_M = 1000
+"""Millicores the pool's executors request in all: two of 500m, as the node tier's pool."""
+TOPIC_PARTITIONS = 2
+"""Partitions of each query's source and sink topic (as the local harness makes them)."""
+
+
+def pool_manifest(name: str, policy: str, namespaces: list[str], checkpoints: Path, reserved: int = 0) -> dict[str, Any]:
     """Sized for this 2-core node as the node tier's pool is: CPU requests of 500m let the driver
-    and two executors fit beside the operator (Spark still runs 2 tasks at once per executor)."""
+    and two executors fit beside the operator (Spark still runs 2 tasks at once per executor).
+    `reserved`: task slots the scenario's Real-time queries will hold; the pool may then grow by
+    the executors they fill (admission counts maxExecutors x cores), the executors' requests
+    splitting the same core between them, so every scenario's pool asks the node for as much."""
+    most = 2 + -(-reserved // 2)
+    request = "500m" if most == 2 else f"{EXECUTOR_REQUEST_M // most}m"
     return {
         "apiVersion": API_VERSION, "kind": "StreamingPool", "metadata": {"name": name},
-        "spec": {"executor": {"cores": 2, "memory": "1Gi", "cpuRequest": "500m"},
-                 "driver": {"cpuRequest": "500m"}, "minExecutors": 1, "maxExecutors": 2,
+        "spec": {"executor": {"cores": 2, "memory": "1Gi", "cpuRequest": request},
+                 "driver": {"cpuRequest": "500m"}, "minExecutors": 1, "maxExecutors": most,
                  "policy": "cameo" if policy == AUTO else policy, "allowedNamespaces": namespaces,
                  "checkpoints": {"hostPath": str(checkpoints)}},
     }
+
+
+def reserved_by(manifests: list[dict[str, Any]]) -> int:
+    """Task slots the Real-time queries among `manifests` hold on topics of `TOPIC_PARTITIONS`."""
+    total = 0
+    for manifest in manifests:
+        query = load_query(manifest)
+        if mode_of(query).mode == "realTime":
+            total += reserved_slots(TOPIC_PARTITIONS, getattr(query.spec.source, "minPartitions", None))
+    return total
 
 
 def _phase(item: dict[str, Any] | None) -> str:
@@ -204,8 +227,9 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, tar
     folder.mkdir(parents=True)
     broker, name = target.broker, queries[0].spec.pool
     tag = uuid.uuid4().hex[:8]
-    topics = [broker.create_topic(f"{scenario.name}-{i}-{tag}", partitions=2) for i in range(len(queries))]
-    sinks = [broker.create_topic(f"{scenario.name}-{i}-{tag}-out", partitions=2) if isinstance(q.spec.sink, KafkaSink)
+    topics = [broker.create_topic(f"{scenario.name}-{i}-{tag}", partitions=TOPIC_PARTITIONS) for i in range(len(queries))]
+    sinks = [broker.create_topic(f"{scenario.name}-{i}-{tag}-out", partitions=TOPIC_PARTITIONS)
+             if isinstance(q.spec.sink, KafkaSink)
              else None for i, q in enumerate(queries)]
     manifests = [_for_run(q, s.load, broker.bootstrap, t, policy, sink, s.critical)
                  for q, s, t, sink in zip(queries, scenario.queries, topics, sinks, strict=True)]
@@ -215,7 +239,7 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, tar
     checkpoints.chmod(0o777)  # the runtime runs as uid 185
     (folder / "manifests.yaml").write_text(yaml.safe_dump_all(manifests, sort_keys=False))
     target.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in namespaces])
-    target.apply([pool_manifest(name, policy, namespaces, checkpoints)])
+    target.apply([pool_manifest(name, policy, namespaces, checkpoints, reserved_by(manifests))])
     pool = Pool(target, name)
     try:
         _wait(f"the pool {name} was not Running", lambda: _phase(target.get("sp", name)) == "Running", POOL_READY_S)
@@ -232,11 +256,26 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, tar
                 raise RuntimeError(f"the pool refused a query ({'; '.join(failed)})")
             return bool(hosted) and all(hosted.get(q.key, {}).get("phase") == "Running" for q in queries)
 
-        _wait(f"the {len(queries)} queries were not Running in the pool", all_running, QUERIES_READY_S)
+        try:
+            _wait(f"the {len(queries)} queries were not Running in the pool", all_running, QUERIES_READY_S)
+        except RuntimeError as error:  # say which, and what their status says
+            raise RuntimeError(f"{error}: {_not_running(target, queries)}") from None
         return _measure(scenario, queries, policy, pool, topics, folder, log)
     finally:
         _tear_down(target, name, queries, namespaces)
         shutil.rmtree(checkpoints, ignore_errors=True)
+
+
+def _not_running(target: NodeTarget, queries: list[StreamingQuery]) -> str:
+    """Each query not Running and its status's last word (its condition's message)."""
+    out = []
+    for q in queries:
+        status = ((target.get("sq", q.metadata.name, "-n", q.tenant) or {}).get("status")) or {}
+        if status.get("phase") != "Running":
+            said = [c.get("message", "") for c in status.get("conditions") or [] if c.get("status") != "True"]
+            out.append(f"{q.key} {status.get('phase') or 'without a phase'}"
+                       f"{' (' + '; '.join(m for m in said if m) + ')' if any(said) else ''}")
+    return "; ".join(out) or "each is Running by its StreamingQuery status"
 
 
 def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, pool: Pool, topics: list[str],

@@ -11,7 +11,7 @@ from sluice.api.constants import MASSES
 from sluice.api.manifest import parse_document
 from sluice.api.pool import StreamingPool
 from sluice.bench.cameo import AUTO, LANE, VARIANTS, _for_run, load_scenario, variants
-from sluice.bench.node import _last_minute, pool_manifest
+from sluice.bench.node import _last_minute, pool_manifest, reserved_by
 from sluice.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,6 +88,22 @@ def test_a_pool_for_each_policy_is_a_valid_streaming_pool(tmp_path: Path) -> Non
         assert isinstance(pool, StreamingPool)
         assert pool.spec.policy == ("cameo" if policy == AUTO else policy)
         assert set(pool.spec.allowedNamespaces) == {q.tenant for q in queries}
+
+
+def test_a_pool_for_real_time_queries_has_room_for_their_slots_and_asks_the_node_for_as_much(tmp_path: Path) -> None:
+    # realtime.yaml under auto: two 100 ms filters in Real-time Mode, each holding a slot per
+    # partition of its 2-partition topic (4), beside the aggregation's micro-batches
+    _, queries = load_scenario(ROOT / "bench" / "scenarios" / "realtime.yaml")
+    manifests = [q.model_dump(mode="json", exclude_none=True, by_alias=True) for q in queries]
+    assert reserved_by(manifests) == 4
+    for manifest in manifests:
+        manifest["spec"]["execution"] = "microBatch"  # what the micro-batch policies run
+    assert reserved_by(manifests) == 0
+    plain = pool_manifest("bench", "cameo", ["payments"], tmp_path)["spec"]
+    roomy = pool_manifest("bench", AUTO, ["payments"], tmp_path, reserved=4)["spec"]
+    assert (plain["maxExecutors"], plain["executor"]["cpuRequest"]) == (2, "500m")
+    assert (roomy["maxExecutors"], roomy["executor"]["cpuRequest"]) == (4, "250m")  # 4 x 2 cores: 4 held, 4 left
+    assert isinstance(parse_document(pool_manifest("bench", AUTO, ["payments"], tmp_path, 4), "bench"), StreamingPool)
 
 
 def test_the_harness_figure_beside_the_status_spans_the_same_minute() -> None:
