@@ -272,8 +272,8 @@ def _not_running(target: NodeTarget, queries: list[StreamingQuery]) -> str:
     for q in queries:
         status = ((target.get("sq", q.metadata.name, "-n", q.tenant) or {}).get("status")) or {}
         if status.get("phase") != "Running":
-            said = list(dict.fromkeys(c["message"] for c in status.get("conditions") or []
-                                      if c.get("status") != "True" and c.get("message")))
+            said = list(dict.fromkeys(c["message"] for c in status.get("conditions") or []  # Reconciling: "nothing in progress"
+                                      if c.get("status") != "True" and c.get("type") != "Reconciling" and c.get("message")))
             out.append(f"{q.key} {status.get('phase') or 'without a phase'}{' (' + ' '.join(said) + ')' if said else ''}")
     return "; ".join(out) or "each is Running by its StreamingQuery status"
 

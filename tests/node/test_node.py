@@ -405,9 +405,10 @@ def test_a_real_time_query_holds_its_slot_on_executor_pods_and_writes_every_row(
     manifest["spec"]["sink"]["delivery"] = "atLeastOnce"  # how Real-time Mode writes
     node.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
     try:
-        status = wait_for(lambda: (s := query_status(node, "fraud")).get("phase") == "Running" and s, timeout=180,
-                          every=1, what="the Real-time query Running")
-        assert status["execution"] == "realTime" and status["reservedSlots"] == 1, status  # one source partition
+        # the phase comes with admission; execution and slots with the runtime's first status
+        status = wait_for(lambda: (s := query_status(node, "fraud")).get("phase") == "Running" and "execution" in s
+                          and s, timeout=180, every=1, what="the Real-time query Running with its runtime's status")
+        assert status["execution"] == "realTime" and status.get("reservedSlots") == 1, status  # one source partition
         wait_for(lambda: (get(node, "sp", POOL) or {}).get("status", {}).get("reservedSlots") == 1, timeout=60,
                  what="the pool's status.reservedSlots")
         time.sleep(5)  # its task is reading before the load starts
