@@ -40,6 +40,7 @@ from sluice.api.constants import GATED_POLICIES, GATES, MASSES, POLICIES
 from sluice.api.query import Delivery, KafkaSink, StreamingQuery
 from sluice.api.scenario import LoadSpec, Scenario, ScenarioError, load_scenario
 from sluice.runtime.latency import weighted_quantile as quantile
+from sluice.runtime.session import local_cluster
 from sluice.scheduler.execution import mode_of
 from sluice.testing.sink_reads import SinkReader, latencies, production_times
 
@@ -141,10 +142,10 @@ def start_load(scenario: Scenario, queries: list[StreamingQuery], topics: list[s
 
 def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, broker: Any, folder: Path,
              log: Any = print, urgent_lane: str = "gated", delivery: Delivery | None = None,
-             gate: str = "inprocess") -> dict[str, Any]:
+             gate: str = "inprocess", executors: int | None = None) -> dict[str, Any]:
     """One variant (a policy, or AUTO), one fresh runtime: returns `sluice run`'s report (with
     timelines). `urgent_lane` is `sluice run --urgent-lane`: gated policies, all or none; `gate`
-    is `sluice run --gate`."""
+    is `sluice run --gate`; `executors`, `sluice run --executors` (local-cluster, one core each)."""
     # a fresh runtime: a previous benchmark's checkpoints here would name other topics' offsets
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -170,7 +171,8 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
              "--duration", f"{seconds}s", "--drain", f"{drain_seconds(queries):g}s",
              "--sent-file", str(folder / "sent.json"), "--warmup", scenario.warmup.text, "--report", str(folder / f"{prefix}report.json"),
              "--timeline", "--workdir", str(folder / f"{prefix}work"), "--ready-file", str(folder / f"{prefix}ready"),
-             "--urgent-lane", urgent_lane, "--gate", gate],
+             "--urgent-lane", urgent_lane, "--gate", gate,
+             *(["--executors", str(executors)] if executors else [])],
             stdout=subprocess.DEVNULL, stderr=(folder / f"{prefix}run.log").open("wb"),
         )))
     # The load starts once every query runs, and the runs' warm-up and duration count from then: a
@@ -480,10 +482,17 @@ NODE_VARIANTS = (*POLICIES, AUTO)
 """What a pool's spec can ask for (`auto-lane`, a second application, has no pool equivalent)."""
 
 
-def check_target(target: str, policies: list[str], urgent_lane: str, gates: list[str] | None = None) -> None:
+def check_target(target: str, policies: list[str], urgent_lane: str, gates: list[str] | None = None,
+                 executors: int | None = None) -> None:
     """One sentence (a ScenarioError) for what the node target cannot run, or a gate unknown."""
     if target not in TARGETS:
         raise ScenarioError(f"--target: use local or node (got {target!r}).")
+    if executors is not None and target == "node":
+        raise ScenarioError("--executors: the node target's pool sizes itself (DS2); leave --executors out with "
+                            "--target node.")
+    if executors is not None and LANE in policies:
+        raise ScenarioError(f"--executors: {LANE} runs its Real-time queries in an application of their own on "
+                            "local[*]; leave it out of --policies with --executors.")
     if gates is not None and (not gates or any(g not in GATES for g in gates) or len(set(gates)) != len(gates)):
         raise ScenarioError(f"--gate: use inprocess, sidecar or inprocess,sidecar (got {','.join(gates)!r}).")
     if target != "node":
@@ -501,10 +510,11 @@ def check_target(target: str, policies: list[str], urgent_lane: str, gates: list
 
 def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: Any = print,
         urgent_lane: str = "gated", delivery: Delivery | None = None, target: str = "local",
-        node: Any = None, gates: list[str] | None = None) -> dict[str, Any]:
+        node: Any = None, gates: list[str] | None = None, executors: int | None = None) -> dict[str, Any]:
     """`node`: a `bench.node.NodeTarget` to run on (tests pass their cluster's); with `target`
     node and none given, the benchmark opens one (`bench.node.open_target`). `gates` (local):
-    each gated policy runs once per gate, `cameo` in-process and `cameo+sidecar` over HTTP."""
+    each gated policy runs once per gate, `cameo` in-process and `cameo+sidecar` over HTTP.
+    `executors` (local): every run on Spark's local-cluster with that many one-core executors."""
     from sluice.testing.kafka import KafkaBroker
 
     from . import node as on_node
@@ -512,7 +522,7 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
     scenario, queries = load_scenario(scenario_path)
     check_delivery(scenario_path, queries, delivery)
     gates = gates or ["inprocess"]
-    check_target(target, policies, urgent_lane, gates)
+    check_target(target, policies, urgent_lane, gates, executors)
     if target == "node" and delivery is not None:
         raise ScenarioError("--delivery: the node target runs the scenario's own sinks; leave --delivery out.")
     out.mkdir(parents=True, exist_ok=True)
@@ -537,7 +547,7 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
         log(f"kafka ready at {broker.bootstrap}")
         try:
             each(lambda policy, gate, folder: run_once(scenario, queries, policy, broker, folder, log, urgent_lane,
-                                                       delivery, gate))
+                                                       delivery, gate, executors))
         finally:
             broker.stop()
     summary = summarize(runs, scenario, queries)
@@ -550,6 +560,8 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
                                 "commit": "the batch's commit (every other query)"}}
     extra = [f"{name} {key}: gate ask (besides queueing) p50 {ms['p50']} ms, p90 {ms['p90']} ms"
              for name, per in document["gate_ask_ms"].items() for key, ms in per.items() if ms]
+    if executors is not None:  # every run's Spark master (each report's `spark.master` too)
+        document["local_cluster"] = local_cluster(executors)
     if target != "node":  # the cores the runs had, and what the rest of the machine took
         document["machine"] = {p: [r.get("machine") for r in reports] for p, reports in runs.items()}
     if target == "node":

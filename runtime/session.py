@@ -290,6 +290,20 @@ def driver_jit() -> str:
     return chosen
 
 
+LOCAL_CLUSTER_MB = 1024
+"""Each `local-cluster` worker's memory (MB); its executor's heap is `LOCAL_CLUSTER_EXECUTOR_MEMORY`,
+the rest the JVM's overhead."""
+LOCAL_CLUSTER_EXECUTOR_MEMORY = "512m"
+
+
+def local_cluster(executors: int, cores: int = 1) -> str:
+    """Spark's `local-cluster` master: a standalone master and `executors` workers on this machine,
+    each one executor JVM of `cores` task slots (`sluice run --executors`)."""
+    if executors < 1 or cores < 1:
+        raise ValueError(f"local-cluster needs at least 1 executor of 1 core (got {executors} of {cores}).")
+    return f"local-cluster[{executors},{cores},{LOCAL_CLUSTER_MB}]"
+
+
 @dataclass
 class SessionConfig:
     master: str = "local[*]"
@@ -383,6 +397,8 @@ def build_session(config: SessionConfig) -> Any:
                    .config("spark.jars.ivy", str(ivy))
                    .config("spark.jars.ivySettings", str(ivy_settings(ivy))))
     executors = {} if config.master.startswith("local[") else DECOMMISSION
+    if config.master.startswith("local-cluster["):  # the executor's heap within its worker's memory
+        executors = {"spark.executor.memory": LOCAL_CLUSTER_EXECUTOR_MEMORY} | executors
     for key, value in (local_files(config.extra) | executors | jvm_sink.session_conf() | lane | config.extra).items():
         builder = builder.config(key, value)
     if SparkSession.getActiveSession() is None and not _jvm_running():

@@ -73,6 +73,11 @@ def test_what_the_node_target_cannot_run_is_refused_in_one_sentence() -> None:
         ("--target", "node", "--gate", "sidecar"):
             "--gate: on the node target the gate always asks the pool's sidecar; leave --gate out.",
         ("--gate", "inprocess,http"): "--gate: use inprocess, sidecar or inprocess,sidecar (got 'inprocess,http').",
+        ("--target", "node", "--executors", "2"):
+            "--executors: the node target's pool sizes itself (DS2); leave --executors out with --target node.",
+        ("--policies", "cameo,auto-lane", "--executors", "2"):
+            "--executors: auto-lane runs its Real-time queries in an application of their own on local[*]; leave it "
+            "out of --policies with --executors.",
     }
     for args, sentence in cases.items():
         result = CliRunner().invoke(main, ["bench", "cameo", "--scenario", str(two), "--no-calibrate", "--out", "unused",

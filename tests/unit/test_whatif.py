@@ -150,6 +150,19 @@ def test_size_exits_3_when_no_pool_keeps_every_sla() -> None:
     args = [a for f in files for a in ("-f", f)] + ["--rates", str(ROOT / "examples" / "whatif" / "rates.yaml")]
     code, out, _ = invoke("size", *args, "--cores-per-executor", "1", "--max-executors", "1")
     assert code == 3 and "SLAs: not kept even at 1 executor(s)" in out
+
+
+def test_size_out_writes_the_answer_for_scripts(tmp_path: Path) -> None:
+    files = [str(ROOT / "examples" / name) for name in ("pool.yaml", "fraud-filter.yaml", "hourly-revenue.yaml")]
+    args = [a for f in files for a in ("-f", f)] + ["--rates", str(ROOT / "examples" / "whatif" / "rates.yaml")]
+    code, _, err = invoke("size", *args, "--cores-per-executor", "1", "--out", str(tmp_path / "a"))
+    assert code == 0, err
+    body = json.loads((tmp_path / "a" / "size.json").read_text())
+    assert (body["sla_executors"], body["ds2_executors"], body["cores_per_executor"]) == (2, 2, 1)
+    assert [(s["executors"], s["kept"]) for s in body["steps"]] == [(1, False), (2, True)]
+    assert body["steps"][0]["worst_query"] == "payments/fraud-filter"
+    code, _, _ = invoke("size", *args, "--cores-per-executor", "1", "--max-executors", "1", "--out", str(tmp_path / "b"))
+    assert code == 3 and json.loads((tmp_path / "b" / "size.json").read_text())["sla_executors"] is None
     code, _, err = invoke("size", *args, "--no-such-option")
     assert code == 2 and "No such option" in err
 

@@ -317,22 +317,30 @@ def _sitting_option(f: Callable[..., None]) -> Callable[..., None]:
 @click.option("--gate", type=click.Choice(GATES), default="inprocess", show_default=True,
               help="Where a gated policy's scheduler runs: in this process, or as a pool pod runs it, a scheduler "
                    "sidecar process asked over HTTP on loopback.")
+@click.option("--executors", type=click.IntRange(1, 64),
+              help="Run on Spark's local-cluster: this many executor JVMs beside the driver, each of "
+                   "--executor-cores task slots, and no urgent lane (default: local[*], one JVM).")
+@click.option("--executor-cores", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="With --executors: task slots per executor.")
 def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, report: str | None,
         policy: str | None, workdir: str | None, warmup: str | None, timeline: bool, ready_file: str | None,
-        urgent_lane: str, drain: str | None, sent_file: str | None, gate: str) -> None:
+        urgent_lane: str, drain: str | None, sent_file: str | None, gate: str, executors: int | None,
+        executor_cores: int) -> None:
     """Run StreamingQuery manifests locally on the embedded default (Spark local[*])."""
     import threading
 
     from rich.live import Live
 
     from sluice.runtime import runner
+    from sluice.runtime.session import local_cluster
 
     queries, pool = _load_queries((*files, *more))
     seconds = _duration(duration, "--duration")
     stop = threading.Event()
     runner.install_interrupt(stop)
     chosen = policy or (pool.spec.policy if pool else None) or DEFAULT_POLICY
-    click.echo(f"starting Spark (local[*]) with {len(queries)} quer{'y' if len(queries) == 1 else 'ies'} under {chosen} ...", err=True)
+    master = local_cluster(executors, executor_cores) if executors else "local[*]"
+    click.echo(f"starting Spark ({master}) with {len(queries)} quer{'y' if len(queries) == 1 else 'ies'} under {chosen} ...", err=True)
     with Live(auto_refresh=False, redirect_stderr=False) as live:
         def tick(statuses: dict[str, QueryStatus]) -> None:
             live.update(runner.live_table(statuses), refresh=True)
@@ -342,7 +350,7 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, rep
                                     warmup=_duration(warmup, "--warmup") or 0.0, timeline=timeline,
                                     ready_file=Path(ready_file) if ready_file else None, urgent_lane=urgent_lane,
                                     drain=_duration(drain, "--drain") or 0.0,
-                                    sent_file=Path(sent_file) if sent_file else None, gate=gate,
+                                    sent_file=Path(sent_file) if sent_file else None, gate=gate, master=master,
                                     weights={ns: q.weight for ns, q in pool.spec.quotas.items()} if pool else {})
         try:
             result = runner.run(queries, options)
@@ -503,11 +511,16 @@ def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None
               help="The largest pool to try.")
 @click.option("--utilization", type=click.FloatRange(0.01, 1), default=0.7, show_default=True,
               help="DS2's utilization target (the pool's autoscaling.utilization).")
+@click.option("--out", type=click.Path(file_okay=False),
+              help="Also write size.json here: the count the SLAs need (null: not within --max-executors), DS2's, "
+                   "and each simulated count's worst query.")
 def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, cores: int | None, costs: str | None,
          rates: str | None, duration: str | None, warmup: str | None, policy: str | None, model: str,
          other_cores: float | None, cold: bool, max_executors: int,
-         utilization: float) -> None:
+         utilization: float, out: str | None) -> None:
     """The fewest executors that keep every SLA (simulated), beside DS2's count that sustains the rates."""
+    import json
+
     from sluice.cli import whatif
     from sluice.operator.autoscaler import ds2_executors
     from sluice.scheduler.simulate import Result as SimResult
@@ -526,6 +539,17 @@ def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, co
                err=True)
     found, runs = search(queries, inputs.pool(1), options, 1, max_executors, on_step=step)
     click.echo(f"DS2 (sustains the rates): {ds2} executor(s) of {per_executor} core(s): {why}")
+    if out:
+        steps = []
+        for n, result in sorted(runs.items()):
+            worst = result.worst()
+            steps.append({"executors": n, "kept": result.kept, "worst_query": worst.key if worst else None,
+                          "worst_attainment": worst.attainment if worst else None})
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "size.json").write_text(json.dumps(
+            {"sla_executors": found, "ds2_executors": ds2, "cores_per_executor": per_executor,
+             "max_executors": max_executors, "policy": inputs.policy, "model": model, "steps": steps}, indent=2) + "\n")
+        click.echo(f"wrote {out}/size.json", err=True)
     if found is None:
         click.echo(f"SLAs: not kept even at {max_executors} executor(s) (--max-executors); "
                    f"the simulated schedule at {max_executors}:")
@@ -958,11 +982,14 @@ _TARGET_OPTION = click.option(
               help="Local target: where a gated policy's scheduler runs, in the runtime's process or as a pool pod "
                    "runs it, a sidecar process over HTTP on loopback; `inprocess,sidecar` runs each gated policy "
                    "with both (`cameo` and `cameo+sidecar`) and reports each batch's ask time side by side.")
+@click.option("--executors", type=click.IntRange(1, 64),
+              help="Local target: every run on Spark's local-cluster with this many one-core executor JVMs "
+                   "(`sluice run --executors`; no urgent lane), where the default is one local[*] JVM.")
 @_json_option
 @_sitting_option
 @_URGENT_LANE_OPTION
 def bench_cameo(scenario: str, policies: str, repeat: int, out: str, delivery: str | None, target: str,
-                gates: str, as_json: bool, urgent_lane: str) -> None:
+                gates: str, executors: int | None, as_json: bool, urgent_lane: str) -> None:
     """Cameo vs Spark's FIFO and FAIR on real Spark with Kafka load: latency per query, side by side."""
     from sluice.api.scenario import ScenarioError, load_scenario
     from sluice.bench import cameo as cameo_bench
@@ -977,10 +1004,11 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str, delivery: s
         sink_delivery = cast("Delivery | None", delivery)  # click's Choice holds the literal's values
         cameo_bench.check_delivery(Path(scenario), load_scenario(Path(scenario))[1], sink_delivery)
         gate_list = [g.strip() for g in gates.split(",") if g.strip()]
-        cameo_bench.check_target(target, chosen, urgent_lane, gate_list)
+        cameo_bench.check_target(target, chosen, urgent_lane, gate_list, executors)
         _calibrate_now()
         result = cameo_bench.run(Path(scenario), chosen, repeat, Path(out), log=lambda m: click.echo(m, err=True),
-                                 urgent_lane=urgent_lane, delivery=sink_delivery, target=target, gates=gate_list)
+                                 urgent_lane=urgent_lane, delivery=sink_delivery, target=target, gates=gate_list,
+                                 executors=executors)
     except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
         click.echo(str(error), err=True)
         sys.exit(1)
