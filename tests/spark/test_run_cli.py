@@ -76,7 +76,8 @@ def test_run_refuses_bad_input_in_one_sentence(tmp_path: Path) -> None:
 
 def test_run_on_local_cluster_executors_writes_every_batch(tmp_path: Path) -> None:
     """`--executors`: Spark's local-cluster, the tasks in executor JVMs of their own (the driver
-    runs none there), so rows processed means the executors ran them; no urgent lane off local[*]."""
+    runs none there), so rows processed means the executors ran them. Off local[*] the lane keeps
+    its urgent bands' priorities and drops its extra slots and bulk turns, as on executor pods."""
     report = tmp_path / "report.json"
     proc = subprocess.run(
         [sys.executable, "-m", "sluice", "run", "-f", str(ROOT / "examples" / "fraud-filter.yaml"),
@@ -86,6 +87,7 @@ def test_run_on_local_cluster_executors_writes_every_batch(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stderr.startswith("starting Spark (local-cluster[2,1,1024]) with 1 query under cameo")
     result = json.loads(report.read_text())
-    assert result["spark"]["master"] == "local-cluster[2,1,1024]" and result["spark"]["lane_on"] is False
+    assert result["spark"]["master"] == "local-cluster[2,1,1024]" and result["spark"]["lane_on"] is True
+    assert result["spark"]["bulk_tasks"] == 0
     query = result["queries"]["payments/fraud-filter"]
     assert query["phase"] == "Running" and query["batches"] > 5 and query["rows"] > 0

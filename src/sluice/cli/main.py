@@ -319,7 +319,8 @@ def _sitting_option(f: Callable[..., None]) -> Callable[..., None]:
                    "sidecar process asked over HTTP on loopback.")
 @click.option("--executors", type=click.IntRange(1, 64),
               help="Run on Spark's local-cluster: this many executor JVMs beside the driver, each of "
-                   "--executor-cores task slots, and no urgent lane (default: local[*], one JVM).")
+                   "--executor-cores task slots; of the urgent lane only the urgent bands' raised thread "
+                   "priorities, as on executor pods, not its extra slots and bulk turns (default: local[*], one JVM).")
 @click.option("--executor-cores", type=click.IntRange(1, 64), default=1, show_default=True,
               help="With --executors: task slots per executor.")
 def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, report: str | None,
@@ -984,7 +985,8 @@ _TARGET_OPTION = click.option(
                    "with both (`cameo` and `cameo+sidecar`) and reports each batch's ask time side by side.")
 @click.option("--executors", type=click.IntRange(1, 64),
               help="Local target: every run on Spark's local-cluster with this many one-core executor JVMs "
-                   "(`sluice run --executors`; no urgent lane), where the default is one local[*] JVM.")
+                   "(`sluice run --executors`; the lane's priorities, not its slots and turns), where the default "
+                   "is one local[*] JVM.")
 @_json_option
 @_sitting_option
 @_URGENT_LANE_OPTION
