@@ -72,6 +72,10 @@ def test_run_refuses_bad_input_in_one_sentence(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "sluice", "run", "-f", str(ROOT / "examples" / "pool.yaml"),
                            "--duration", "later"], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "sluice", "run", "-f", str(ROOT / "examples" / "fraud-filter.yaml"),
+                           "--executor-cores", "2"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and proc.stderr.strip() == (
+        "--executor-cores: it sets the slots of --executors' executor JVMs; give --executors N too, or leave it out.")
 
 
 def test_run_on_local_cluster_executors_writes_every_batch(tmp_path: Path) -> None:

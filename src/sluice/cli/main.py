@@ -337,6 +337,10 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: str | None, rep
 
     queries, pool = _load_queries((*files, *more))
     seconds = _duration(duration, "--duration")
+    if executor_cores != 1 and not executors:
+        click.echo("--executor-cores: it sets the slots of --executors' executor JVMs; give --executors N too, or "
+                   "leave it out.", err=True)
+        sys.exit(1)
     stop = threading.Event()
     runner.install_interrupt(stop)
     chosen = policy or (pool.spec.policy if pool else None) or DEFAULT_POLICY
