@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sluice.api.scenario import ScenarioError, load_scenario
+from sluice.api.query import StreamingQuery
+from sluice.api.scenario import Scenario, ScenarioError, load_scenario
 
 from .capacity import judge
 
@@ -79,12 +80,11 @@ def render(found: list[Row], scenario: str) -> str:
 _FOLDER = re.compile(r"executors-(\d+)")
 
 
-def collect(scenario_path: Path, root: Path) -> tuple[dict[int, tuple[bool, str, float | None]],
-                                                     dict[int, int | None]]:
+def collect(scenario: Scenario, queries: list[StreamingQuery], root: Path) -> tuple[
+        dict[int, tuple[bool, str, float | None]], dict[int, int | None]]:
     """Each run's verdict and each recording's recommendation under `root`."""
     judged: dict[int, tuple[bool, str, float | None]] = {}
     recommended: dict[int, int | None] = {}
-    scenario, queries = load_scenario(scenario_path)
     for folder in sorted(root.iterdir()):
         match = _FOLDER.fullmatch(folder.name)
         if match is None or not (folder / "results.json").exists():
@@ -110,14 +110,14 @@ def main(argv: list[str]) -> int:
         return 2
     root = Path(argv[1])
     try:
-        name = load_scenario(Path(argv[0]))[0].name
-        judged, recommended = collect(Path(argv[0]), root)
+        scenario, queries = load_scenario(Path(argv[0]))
+        judged, recommended = collect(scenario, queries, root)
     except (OSError, ValueError, KeyError, ScenarioError) as error:
         print(f"{error}", file=sys.stderr)
         return 1
     found = rows(judged, recommended)
-    text = render(found, name)
-    (root / "check.json").write_text(json.dumps({"scenario": name, "rows": [asdict(r) for r in found],
+    text = render(found, scenario.name)
+    (root / "check.json").write_text(json.dumps({"scenario": scenario.name, "rows": [asdict(r) for r in found],
                                                  "smallest_kept": smallest_kept({r.executors: r.kept for r in found})},
                                                 indent=2) + "\n")
     (root / "table.txt").write_text(text + "\n")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from sluice.api.scenario import load_scenario
 from sluice.bench.size_check import collect, is_right, main, rows, smallest_kept
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +50,7 @@ def test_the_check_judges_each_run_as_capacity_does_and_writes_its_table(tmp_pat
         folder.mkdir()
         (folder / "results.json").write_text(json.dumps(_results(attainment)))
         (folder / "size.json").write_text(json.dumps({"sla_executors": said}))
-    judged, recommended = collect(TWO_TENANTS, tmp_path)
+    judged, recommended = collect(*load_scenario(TWO_TENANTS), tmp_path)
     assert judged[1] == (False, "payments/fraud-alerts", 0.989) and judged[2][0] and judged[3][0]
     assert recommended == {1: 2, 2: 2, 3: None}
     assert main([str(TWO_TENANTS), str(tmp_path)]) == 0
