@@ -49,6 +49,11 @@ OPERATOR_HEALTH_PORT: Final = 8081
 """kopf's liveness endpoint in the operator (the chart's liveness probe)."""
 DRIVER_PORT: Final = 7078
 BLOCK_MANAGER_PORT: Final = 7079
+LOCALITY_WAIT: Final = "0s"
+"""`spark.locality.wait` wherever there are executors (a pool's pods, `local-cluster`): a task
+launches on the first free slot. Spark's default waits up to 3 s for the executor a Kafka
+partition's consumer was cached on, a wait a 1 s SLA cannot afford (a local master has one
+executor, so it never shows there). `runtime/locality.py` raises it while state moves."""
 
 RUNTIME_IMAGE = "ghcr.io/sluice-dev/sluice-runtime:0.1.0"
 """The runtime image a pool without `spec.image` uses unless the operator is told another

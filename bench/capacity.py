@@ -92,6 +92,30 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+PROBES_HEADER = ("# per probe: the verdict and the worst query over the run as judged; then each query's harness "
+                 "figures over the last minute of load (node target), its critical path's two leading phases, "
+                 "and the most executors the pool ran\n")
+
+
+def probe_line(policy: str, probe: Probe, report: dict[str, Any], queries: list[StreamingQuery]) -> str:
+    """One line of probes.txt: what a probe's report.json says, kept after `runs/` is deleted."""
+    def pct(v: Any) -> str:
+        return "-" if v is None else f"{v:.1%}"
+
+    counts = [float(c) for _, c in report.get("executors") or []]
+    parts = [f"{policy:6} x{probe.multiplier:<7.3g} {'ok  ' if probe.ok else 'miss'} worst {pct(probe.worst_attainment)}"
+             f" ex {max(counts) if counts else '-'}"]
+    for q in queries:
+        item = report.get("queries", {}).get(q.key) or {}
+        own = item.get("harness_at_load_end") or {}
+        p99 = own.get("p99_ms")
+        path = sorted((item.get("critical_path") or {}).items(), key=lambda kv: -kv[1])[:2]
+        parts.append(f"{q.key.split('/')[-1]} {pct(own.get('attainment'))} p99 "
+                     f"{'-' if p99 is None else f'{p99 / 1000:.2f}s'} "
+                     f"[{', '.join(f'{label} {share:.0%}' for label, share in path)}]")
+    return " | ".join(parts)
+
+
 def plot(result: dict[str, Any], out: Path) -> None:
     import matplotlib
 
@@ -128,7 +152,8 @@ def _broker(broker: Any) -> Iterator[Any]:
 def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float, search: Search = DEFAULT,
         log: Callable[[str], None] = print, clock: Callable[[], float] = time.monotonic,
         urgent_lane: str = "gated", target: str = "local", node: Any = None) -> dict[str, Any]:
-    """Search each policy's capacity; writes results.json, summary.txt and capacity.png into `out`.
+    """Search each policy's capacity; writes results.json, summary.txt, capacity.png and probes.txt
+    (a line per probe as it ends) into `out`.
     `target` node: each probe on a fresh pool of the one-node Kubernetes (`bench.node`; `node`, a
     `NodeTarget` to use, else one is opened)."""
     from sluice.testing.kafka import KafkaBroker
@@ -140,6 +165,7 @@ def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float,
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "kafka", ignore_errors=True)
     shutil.rmtree(out / "runs", ignore_errors=True)
+    (out / "probes.txt").write_text(PROBES_HEADER)
     stack = contextlib.ExitStack()
     if target == "node":
         if node is None:
@@ -186,6 +212,8 @@ def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float,
                 table = cameo_bench.summarize({policy: [report]}, scenario, queries)["policies"][policy]
                 probe = judge(multiplier, table, scenario, queries, report)
                 probes[policy].append(probe)
+                with (out / "probes.txt").open("a") as lines:
+                    lines.write(probe_line(policy, probe, report, queries) + "\n")
                 worst = "-" if probe.worst_attainment is None else f"{probe.worst_attainment:.1%}"
                 log(f"           {'kept every SLA' if probe.ok else 'missed'}: worst {probe.worst_query} {worst}"
                     + (f", bottleneck: {probe.bottleneck}" if probe.bottleneck else ""))

@@ -15,6 +15,7 @@ from sluice.api.constants import (
     BLOCK_MANAGER_PORT,
     CONTROL_PORT,
     DRIVER_PORT,
+    LOCALITY_WAIT,
     METRICS_PORT,
     OPERATOR_POD_LABEL,
     SCHEDULER_PORT,
@@ -134,10 +135,7 @@ def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
         "spark.executor.instances": str(initial),
         "spark.dynamicAllocation.enabled": "false",
         "spark.scheduler.mode": "FAIR" if model.spec.policy != "fifo" else "FIFO",
-        # a task launches on the first free slot: Spark's default waits up to 3 s for the executor
-        # a Kafka partition's consumer was cached on, a wait a 1 s SLA cannot afford (a local
-        # master has one executor, so this never showed there)
-        "spark.locality.wait": "0s",
+        "spark.locality.wait": LOCALITY_WAIT,
         **({"spark.kubernetes.container.image.pullSecrets": ",".join(model.spec.imagePullSecrets)}
            if model.spec.imagePullSecrets else {}),
     }

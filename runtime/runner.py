@@ -33,7 +33,7 @@ from . import realtime
 from .gate import Gatekeeper
 from .host import QueryHost
 from .policy import mode_of
-from .session import Lane, SessionConfig, build_session, lane_for, lane_wanted
+from .session import Lane, SessionConfig, build_session, lane_for, lane_wanted, priority_blocker
 
 
 @contextlib.contextmanager
@@ -190,7 +190,8 @@ def _run(queries: list[StreamingQuery], options: RunOptions, config: SessionConf
     report: dict[str, Any] = {"policy": options.policy, "seconds": round(time.time() - started, 1),
                               "started_at": started, "cores": os.cpu_count() or 1, "queries": per_query,
                               "spark": {"master": master, "urgent_lane": options.urgent_lane, "lane_on": lane.on,
-                                        "bulk_tasks": lane.bulk_tasks},
+                                        "bulk_tasks": lane.bulk_tasks,
+                                        "priorities": lane.on and priority_blocker(Path("/proc/self/status").read_text()) is None},
                               "gate": options.gate if gate is not None else "none", "drain": drained,
                               "gate_capacity": capacity}
     with host.lock:

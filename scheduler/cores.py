@@ -4,18 +4,22 @@ A granted batch works in two phases: its driver's work (offsets, planning, the d
 jobs) on one thread, then its tasks' work (core-seconds) spread over its tasks. Every running
 thread gets an equal share of the cores (processor sharing, as the OS time-slices Spark's task
 threads): with N threads on C cores each runs at min(1, C / N) of a core. Spark's task slots
-bound the tasks that run at once: with T tasks wanting S slots, each task runs min(1, S / T) of
-the time (a batch's tasks wait for a free slot in proportion). The driver's thread shares the
-cores on a local master (driver and executors in one process) and has its own core otherwise
-(a driver pod).
+bound the tasks that run at once, in the FAIR bands' order: an urgent batch's tasks (a band
+with the urgent bands' minimum share, `bands.py`) take the slots first, and the other batches'
+tasks share the slots left (with T tasks wanting S slots, each runs min(1, S / T) of the time).
+With `priority` (the urgent lane's raised thread priorities) the running urgent tasks also take
+the cores first and the other threads share what is left. The driver's thread shares the cores
+on a local master (driver and executors on one machine) and has its own core otherwise (a
+driver pod).
 
-Not modelled, so the limits are plain: the order in which Spark's FAIR pools and the urgent lane
-give slots (every task waits alike here), tasks of unequal length within a stage, and the other
-processes on the machine (a broker, a load generator).
+Not modelled, so the limits are plain: a running task is never pre-empted in Spark, so an urgent
+task waits for a slot's current task to end (here it takes the slot at once), tasks of unequal
+length within a stage, and a raised priority is strict here where the OS weighs it.
 
-Each thread class keeps a virtual clock that advances at its threads' speed, so a phase ends
-when its class's clock reaches the phase's start plus its work per thread: a change in the
-running set costs O(log n), whatever the number of batches running.
+Each thread class (drivers, urgent tasks, other tasks) keeps a virtual clock that advances at
+its threads' speed, so a phase ends when its class's clock reaches the phase's start plus its
+work per thread: a change in the running set costs O(log n), whatever the number of batches
+running.
 """
 
 from __future__ import annotations
@@ -37,56 +41,73 @@ class Job:
     """Core-seconds of task work."""
     tasks: int
     """Tasks it spreads over (at least 1)."""
+    urgent: bool = False
+    """It runs in an urgent FAIR band: its tasks take free slots before the others'."""
+
+
+_DRIVER, _URGENT, _OTHER = 0, 1, 2
+"""Thread classes: the batches' driver threads, urgent tasks, the other tasks."""
 
 
 class Cores:
-    def __init__(self, cores: float, task_slots: int, driver_shares: bool) -> None:
+    def __init__(self, cores: float, task_slots: int, driver_shares: bool, priority: bool = False) -> None:
         if cores <= 0 or task_slots < 1:
             raise ValueError("the pool needs cores and task slots")
         self.cores, self.task_slots, self.driver_shares = cores, task_slots, driver_shares
+        self.priority = priority
         self._at = 0.0
-        self._clock = [0.0, 0.0]
-        """Virtual clocks: the driver threads' and the task threads'."""
-        self._heaps: tuple[list[tuple[float, int, Job]], list[tuple[float, int, Job]]] = ([], [])
-        self._tasks = 0
-        """Tasks of the batches in their task phase."""
+        self._clock = [0.0, 0.0, 0.0]
+        """Virtual clocks, one a thread class."""
+        self._heaps: tuple[list[tuple[float, int, Job]], ...] = ([], [], [])
+        self._tasks = [0, 0, 0]
+        """Tasks of the batches in their task phase, by class."""
         self._seq = 0
 
-    def _speeds(self) -> tuple[float, float]:
-        """(a driver thread's, a task thread's) share of a core."""
-        drivers = len(self._heaps[0])
-        running_tasks = min(self._tasks, self.task_slots)
-        threads = running_tasks + (drivers if self.driver_shares else 0)
-        core = 1.0 if threads <= self.cores else self.cores / threads
-        slot = 1.0 if self._tasks <= self.task_slots else self.task_slots / self._tasks
-        return (core if self.driver_shares else 1.0), core * slot
+    def _speeds(self) -> tuple[float, float, float]:
+        """A driver thread's, an urgent task's and another task's share of a core (0: no slot)."""
+        drivers = len(self._heaps[_DRIVER]) if self.driver_shares else 0
+        urgent, other = self._tasks[_URGENT], self._tasks[_OTHER]
+        running_urgent = min(urgent, self.task_slots)
+        running_other = min(other, self.task_slots - running_urgent)
+        if self.priority:  # the running urgent tasks first, the rest share what they leave
+            first = 1.0 if running_urgent <= self.cores else self.cores / running_urgent
+            left, sharing = max(self.cores - running_urgent, 0.0), running_other + drivers
+            rest = 1.0 if sharing <= left else left / sharing
+        else:
+            threads = running_urgent + running_other + drivers
+            first = rest = 1.0 if threads <= self.cores else self.cores / threads
+        return ((rest if self.driver_shares else 1.0),
+                first * (running_urgent / urgent if urgent else 1.0),
+                rest * (running_other / other if other else 1.0))
 
     def _move(self, now: float) -> None:
         if now > self._at:
-            driver, task = self._speeds()
-            self._clock[0] += driver * (now - self._at)
-            self._clock[1] += task * (now - self._at)
+            for phase, speed in enumerate(self._speeds()):
+                self._clock[phase] += speed * (now - self._at)
             self._at = now
 
     def _push(self, phase: int, job: Job, per_thread: float) -> None:
         self._seq += 1
         heapq.heappush(self._heaps[phase], (self._clock[phase] + per_thread, self._seq, job))
-        if phase == 1:
-            self._tasks += job.tasks
+        if phase != _DRIVER:
+            self._tasks[phase] += job.tasks
+
+    def _push_tasks(self, job: Job) -> None:
+        self._push(_URGENT if job.urgent else _OTHER, job, job.work / max(job.tasks, 1))
 
     def start(self, now: float, job: Job) -> None:
         """A granted batch starts its work at `now` (no earlier than the last call's time)."""
         self._move(now)
         if job.driver > 0:
-            self._push(0, job, job.driver)
+            self._push(_DRIVER, job, job.driver)
         else:
-            self._push(1, job, job.work / max(job.tasks, 1))
+            self._push_tasks(job)
 
     def next_end(self) -> float | None:
         """When the next phase ends, if nothing else starts before."""
-        driver, task = self._speeds()
         ends = [self._at + max(heap[0][0] - self._clock[phase], 0.0) / speed
-                for phase, (heap, speed) in enumerate(zip(self._heaps, (driver, task), strict=True)) if heap]
+                for phase, (heap, speed) in enumerate(zip(self._heaps, self._speeds(), strict=True))
+                if heap and speed > 0]
         return min(ends) if ends else None
 
     def advance(self, now: float) -> list[Job]:
@@ -94,22 +115,22 @@ class Cores:
         go on as the task phase)."""
         self._move(now)
         done: list[Job] = []
-        drivers, tasks = self._heaps
-        while drivers and drivers[0][0] <= self._clock[0] + _EPSILON * max(1.0, abs(self._clock[0])):
-            job = heapq.heappop(drivers)[2]
-            if job.work > 0:
-                self._push(1, job, job.work / max(job.tasks, 1))
-            else:
-                done.append(job)
-        while tasks and tasks[0][0] <= self._clock[1] + _EPSILON * max(1.0, abs(self._clock[1])):
-            job = heapq.heappop(tasks)[2]
-            self._tasks -= job.tasks
-            done.append(job)
+        for phase, heap in enumerate(self._heaps):
+            clock = self._clock[phase]
+            while heap and heap[0][0] <= clock + _EPSILON * max(1.0, abs(clock)):
+                job = heapq.heappop(heap)[2]
+                if phase != _DRIVER:
+                    self._tasks[phase] -= job.tasks
+                    done.append(job)
+                elif job.work > 0:
+                    self._push_tasks(job)
+                else:
+                    done.append(job)
         return done
 
     @property
     def running(self) -> int:
-        return len(self._heaps[0]) + len(self._heaps[1])
+        return sum(len(heap) for heap in self._heaps)
 
 
 def fits(cores: float, task_slots: int, batches: int, widest: int) -> bool:

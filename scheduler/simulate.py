@@ -10,7 +10,11 @@ limits are plain:
   batch's work is its driver's (one thread) and then its tasks' (core-seconds over its tasks),
   the query's recorded work (`sluice run --report`'s driver and task CPU, contention left out);
   the running batches' threads share the pool's cores and Spark's task slots, so batches slow
-  each other as they do on shared cores. A query with only `fixed` and `per_row` (declared, or
+  each other as they do on shared cores. Under a policy with bands, a batch granted an urgent
+  band takes free task slots first (its band's minimum share); with `Pool.priority` (the urgent
+  lane's raised thread priorities) its threads also take the cores first. Executors on one
+  machine (`Pool.host_cores`: a local or local-cluster master) share that machine's cores,
+  however many executors there are. A query with only `fixed` and `per_row` (declared, or
   recorded before the work figures) is one thread's work of `fixed + per_row x rows`: on a pool
   where no thread ever shares a core this is the slot model of before, a batch holding one slot
   for its cost.
@@ -44,6 +48,7 @@ from sluice.api.constants import GRID, MASSES
 from sluice.api.scenario import Burst
 
 from . import intervals
+from .bands import band_name, urgent_bands
 from .core import Completion, Scheduler
 from .cores import Cores, Job, fits
 from .policies import BatchRequest, QuerySpec
@@ -179,6 +184,13 @@ class Pool:
     taken: float = 0.0
     """Cores other processes keep busy (a recording's broker and load generator, `--other-cores`):
     the batches' threads share what is left of the pool's cores, at least a tenth of a core."""
+    host_cores: float | None = None
+    """The cores of the one machine every executor runs on (a local or local-cluster master): the
+    threads share them, however many executors; None: each executor core is a core of its own
+    (executor pods)."""
+    priority: bool = False
+    """Urgent bands' task threads take the cores before the others' (the urgent lane's raised
+    thread priorities: root on a local master; pool pods lack `CAP_SYS_NICE`)."""
 
     @property
     def slots(self) -> int:
@@ -192,8 +204,9 @@ class Pool:
     def cores(self) -> Cores:
         """The micro-batches' cores and task slots (Real-time queries hold theirs)."""
         slots = self.executors * self.cores_per_executor if self.task_slots is None else self.task_slots
-        cores = max(self.slots - self.taken, 0.1) if self.slots > 0 and self.taken > 0 else self.slots
-        return Cores(cores, max(slots - self.reserved, 1), self.driver_shares)
+        own = self.slots if self.host_cores is None else self.host_cores
+        cores = max(own - self.taken, 0.1) if own > 0 and self.taken > 0 else own
+        return Cores(cores, max(slots - self.reserved, 1), self.driver_shares, self.priority)
 
     def scaled(self, executors: int) -> Pool:
         """The same pool with `executors` executors (Spark's task slots scale with them)."""
@@ -380,6 +393,7 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
     if pool.gate < 1:
         raise ValueError("the gate must grant at least one batch at once")
     scheduler = Scheduler(pool.policy, capacity=pool.gate, max_wait=pool.max_wait)
+    urgent = {band_name(i) for i in range(urgent_bands(scheduler.bands))} if scheduler.policy.uses_bands else set()
     cores = pool.cores()
     shared: Cores | None = None if fits(cores.cores, cores.task_slots, pool.gate,
                                         max((q.tasks if q.driver is not None else 1 for q in queries), default=1)) else cores
@@ -434,7 +448,8 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
                 batch.cost = max(query.alone(batch.rows), batch.cold)
                 push(now + batch.cost + query.commit, _DONE, grant.query, state.generation)
             else:
-                shared.start(now, query.work(batch.rows))
+                job = query.work(batch.rows)
+                shared.start(now, replace(job, urgent=True) if grant.band in urgent else job)
                 share(now)
         until = scheduler.hold_until
         if until is not None and (hold_at is None or until < hold_at or hold_at <= now):
@@ -601,7 +616,10 @@ def size(queries: Sequence[SimQuery], pool: Pool, options: Options, least: int, 
     on the way (executors -> result); `on_step` hears each as it is made (progress).
 
     Doubles from `least` until the SLAs hold, then bisects between the last miss and the first
-    hold: attainment grows with executors in this model (more slots never delay a batch)."""
+    hold, taking attainment to grow with executors. It does where each executor brings cores of
+    its own; on one machine's cores (`Pool.host_cores`) more slots can slow an urgent batch (more
+    bulk tasks share the cores beside it), so a count above a hold may miss and the answer is a
+    count that holds, the smallest only where attainment does grow."""
     if least < 1 or most < least:
         raise ValueError("the executor range must be 1 <= least <= most")
     runs: dict[int, Result] = {}

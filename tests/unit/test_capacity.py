@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sluice.api.scenario import Scenario, load_scenario
-from sluice.bench.capacity import judge, render, scaled
+from sluice.bench.capacity import judge, probe_line, render, scaled
 from sluice.bench.capacity_search import (
     DEFAULT,
     Probe,
@@ -177,6 +177,19 @@ def test_the_summary_gives_capacities_and_ratios() -> None:
     assert "cameo/fifo: 2.82x" in text
     assert "cameo/fair: n/a" in text
     assert "a/b 90.0% (bottleneck: walCommit)" in text
+
+
+def test_a_probe_line_keeps_what_its_report_said() -> None:
+    _, queries = load_scenario(ROOT / "bench" / "scenarios" / "burst.yaml")
+    first, second = queries[0].key, queries[1].key
+    report = {"executors": [[0.0, 1.0], [30.0, 2.0], [60.0, 1.0]], "queries": {
+        first: {"harness_at_load_end": {"p99_ms": 1470.0, "attainment": 0.922},
+                "critical_path": {"driver": 0.1, "stage start": 0.52, "waiting for cores": 0.21}},
+        second: {}}}  # a query whose report says nothing (a local run has no last-minute figures)
+    line = probe_line("fifo", Probe(0.841, False, first, 0.884), report, queries)
+    assert line.startswith("fifo   x0.841   miss worst 88.4% ex 2.0 | ")
+    assert f"{first.split('/')[-1]} 92.2% p99 1.47s [stage start 52%, waiting for cores 21%]" in line
+    assert line.endswith(f"{second.split('/')[-1]} - p99 - []")
 
 
 def test_bad_policies_get_one_sentence() -> None:

@@ -54,6 +54,56 @@ def test_a_batch_s_tasks_spread_over_the_cores_after_its_driver_phase() -> None:
     assert [j.key for j in cores.advance(end)] == ["a"]
 
 
+def ends(cores: Cores) -> list[tuple[str, float]]:
+    """Every job's end, in order, with nothing else starting."""
+    out = []
+    while (end := cores.next_end()) is not None:
+        out += [(job.key, round(end, 6)) for job in cores.advance(end)]
+    return out
+
+
+def test_an_urgent_batch_s_tasks_take_the_slots_first() -> None:
+    # one slot, one core: bulk (4 core-seconds) from 0, urgent (1) from 1. Urgent takes the slot:
+    # it ends at 2 while bulk waits (1 done by 1), bulk's other 3 end at 5. Without the band both
+    # share the slot at half speed: the urgent one ends at 3, bulk (2 left there) at 5.
+    for urgent, expected in ((True, [("u", 2.0), ("bulk", 5.0)]), (False, [("u", 3.0), ("bulk", 5.0)])):
+        cores = Cores(1, 1, driver_shares=False)
+        cores.start(0.0, Job("bulk", 0.0, 4.0, 1))
+        cores.start(1.0, Job("u", 0.0, 1.0, 1, urgent=urgent))
+        assert ends(cores) == expected
+
+
+def test_urgent_tasks_beyond_the_slots_leave_none_to_the_others() -> None:
+    # 2 slots, 4 cores: an urgent batch of 4 tasks (4 core-seconds) holds both slots for 2 s; the
+    # other batch's task (1 core-second) then runs alone: 3
+    cores = Cores(4, 2, driver_shares=False)
+    cores.start(0.0, Job("bulk", 0.0, 1.0, 1))
+    cores.start(0.0, Job("u", 0.0, 4.0, 4, urgent=True))
+    assert ends(cores) == [("u", 2.0), ("bulk", 3.0)]
+
+
+def test_with_priority_urgent_threads_take_the_cores_first() -> None:
+    # one core, two slots: urgent (1 core-second) and bulk (2) from 0. With priority the urgent
+    # task runs at full speed to 1 while bulk waits, bulk ends at 3; without, each has half the
+    # core: urgent at 2, bulk (1 left) at 3.
+    for priority, expected in ((True, [("u", 1.0), ("bulk", 3.0)]), (False, [("u", 2.0), ("bulk", 3.0)])):
+        cores = Cores(1, 2, driver_shares=False, priority=priority)
+        cores.start(0.0, Job("bulk", 0.0, 2.0, 1))
+        cores.start(0.0, Job("u", 0.0, 1.0, 1, urgent=True))
+        assert ends(cores) == expected
+
+
+def test_with_priority_drivers_and_other_tasks_share_what_urgent_ones_leave() -> None:
+    # 1.5 cores, local master: the urgent task takes 1 core; a driver phase (0.25 s) and a bulk
+    # task (1 core-second) share the half core left, a quarter each: the driver ends at 1, when the
+    # urgent task (1 core-second) ends too; bulk, 0.25 done, has 1.5 cores alone: ends at 1.75
+    cores = Cores(1.5, 2, driver_shares=True, priority=True)
+    cores.start(0.0, Job("u", 0.0, 1.0, 1, urgent=True))
+    cores.start(0.0, Job("d", 0.25, 0.0, 1))
+    cores.start(0.0, Job("bulk", 0.0, 1.0, 1))
+    assert sorted(ends(cores)) == [("bulk", 1.75), ("d", 1.0), ("u", 1.0)]
+
+
 def test_tasks_beyond_spark_s_slots_wait_for_one() -> None:
     # 4 tasks, 4 core-seconds, 4 cores but 2 task slots: 2 run at a time, 2 s
     cores = Cores(4, 2, driver_shares=False)

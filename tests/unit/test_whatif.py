@@ -227,6 +227,38 @@ def test_a_recording_s_work_and_spark_setup_drive_the_shared_cores(tmp_path: Pat
     assert read_costs(old, ["payments/fraud-filter"])["payments/fraud-filter"].work is None
 
 
+
+def test_a_local_cluster_recording_sizes_executors_on_its_machine_s_cores(tmp_path: Path) -> None:
+    """`sluice bench cameo --executors N`: one-core executor JVMs and the driver on one machine's
+    cores, the runtime's gate sized from the machine, the lane's raised priorities (root)."""
+    from sluice.cli.whatif import Setup, recorded_setup
+
+    report = tmp_path / "report.json"
+    costs = {"fixed_ms": 150.0, "per_row_us": 20.0, "commit_ms": 0.0, "input_rate": 200.0}
+    work = {"driver_ms": 80.0, "task_cpu_ms": 10.0, "task_cpu_per_row_us": 50.0, "tasks": 2, "task_run_ratio": 2.0}
+    report.write_text(json.dumps({"cores": 2, "gate_capacity": 4, "machine": {"other_cores": 0.4},
+                                  "spark": {"master": "local-cluster[3,1,1024]", "lane_on": True, "priorities": True},
+                                  "queries": {"payments/fraud-filter": {"costs": {**costs, **work}}}}))
+    assert recorded_setup(report) == Setup(1, 4, None, True, 0.4, 2.0, True)
+    for given in ((), ("--cores-per-executor", "1")):
+        code, out, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "3", "--duration", "1m",
+                                *given)
+        assert code == 0, err
+        assert ("3 executor(s) x 1 core(s), all on one machine's 2 cores, cameo, 0.4 core(s) taken by other "
+                "processes, urgent threads first (raised priorities)") in out
+    from sluice.cli.main import _whatif_inputs
+
+    pool = _whatif_inputs((FRAUD,), None, str(report), None, 1, None, None, None).pool(3)
+    cores = pool.cores()  # 3 slots, the gate the recording had, the machine's 2 cores less 0.4 taken
+    assert (pool.gate, cores.task_slots, cores.cores, cores.driver_shares, cores.priority) == (4, 3, 1.6, True, True)
+    code, out, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "3", "--duration", "1m",
+                            "--host-cores", "8")
+    assert code == 0 and "all on one machine's 8 cores" in out, err
+    report.write_text(report.read_text().replace('"priorities": true', '"priorities": false'))
+    code, out, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "3", "--duration", "1m")
+    assert code == 0 and "raised priorities" not in out, err  # the lane on, but no CAP_SYS_NICE
+
+
 def test_a_recording_s_cold_start_is_simulated_unless_no_cold_says_otherwise(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     costs = {"fixed_ms": 150.0, "per_row_us": 20.0, "commit_ms": 0.0, "input_rate": 200.0}

@@ -397,6 +397,10 @@ def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
                      help="Cores other processes keep busy on the pool's machine (the batches share the rest); "
                           "default: what a recording measured beside its load (`machine.other_cores`, written by "
                           "`sluice bench cameo`), else 0."),
+        click.option("--host-cores", type=click.FloatRange(0.1, 100_000), default=None,
+                     help="Cores of one machine every executor runs on (their threads share them, however many "
+                          "executors); default: a local-cluster recording's machine's, else none (each executor "
+                          "core its own, as executor pods)."),
         click.option("--cold/--no-cold", default=True, show_default=True,
                      help="A recording's first batches with rows take at least the time they took there "
                           "(`cold_ms`: a cold start and the backlog it leaves); --no-cold: their steady costs."),
@@ -415,6 +419,14 @@ class _WhatIf(NamedTuple):
     """The recording's Spark setup, when it sets the pool (no --cores-per-executor, no pool)."""
     taken: float = 0.0
     """Cores other processes keep busy (`--other-cores`, else the recording's)."""
+    host: float | None = None
+    """Cores of the one machine the executors share (`--host-cores`, else a local-cluster recording's)."""
+    priority: bool = False
+    """Urgent bands' threads take the cores first: the recording's urgent lane raised their
+    priorities, and the pool is its setup (a recording's own, or on its machine)."""
+    gate: int | None = None
+    """The recording's gate, where the pool is on its machine (`host`): the runtime sizes its gate
+    from the machine's cores, not from the executors."""
 
     def pool(self, executors: int) -> SimPool:
         """The simulated pool at `executors`: a recording's gate, task slots a core and shared
@@ -423,16 +435,17 @@ class _WhatIf(NamedTuple):
 
         setup = self.setup
         if setup is None:
-            return Pool(executors, self.cores, self.policy, taken=self.taken)
+            return Pool(executors, self.cores, self.policy, capacity=self.gate, taken=self.taken,
+                        host_cores=self.host, driver_shares=self.host is not None, priority=self.priority)
         return Pool(executors, self.cores, self.policy, capacity=setup.gate,
                     task_slots=None if setup.task_slots is None else setup.task_slots * executors,
-                    driver_shares=setup.driver_shares, taken=self.taken)
+                    driver_shares=setup.driver_shares, taken=self.taken, host_cores=self.host, priority=self.priority)
 
 
 def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | None, rates: str | None,
                    cores: int | None, policy: str | None, duration: str | None, warmup: str | None,
                    timeline: bool = False, model: str = "cores", other_cores: float | None = None,
-                   cold: bool = True) -> _WhatIf:
+                   cold: bool = True, host_cores: float | None = None) -> _WhatIf:
     """The simulation's queries, cores per executor, policy, the recording's figures and the
     simulated span; exits 1 with one sentence on bad input. Without --cores-per-executor or a
     pool, a recording's cores (one local-mode executor with all of them) set the slots per
@@ -481,7 +494,11 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
     skipped = _duration(warmup, "--warmup")
     options = Options(duration=seconds, warmup=span[1] if skipped is None else skipped, timeline=timeline)
     taken = other_cores if other_cores is not None else setup.other_cores if setup is not None else 0.0
-    return _WhatIf(sims, chosen_cores, chosen_policy, recorded, options, from_run, taken)
+    host = host_cores if host_cores is not None else setup.host_cores if setup is not None else None
+    # the recording's raised priorities hold where the pool is its setup: its own, or on its machine
+    priority = setup is not None and setup.priority and (from_run is not None or host is not None)
+    gate = setup.gate if setup is not None and host is not None else None
+    return _WhatIf(sims, chosen_cores, chosen_policy, recorded, options, from_run, taken, host, priority, gate)
 
 
 @main.command()
@@ -490,13 +507,14 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
 @click.option("--out", type=click.Path(file_okay=False), help="Also write simulate.json, summary.txt and simulate.png here.")
 def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, cores: int | None, costs: str | None,
              rates: str | None, duration: str | None, warmup: str | None, policy: str | None, model: str,
-             other_cores: float | None, cold: bool, executors: int, out: str | None) -> None:
+             other_cores: float | None, cold: bool, host_cores: float | None, executors: int, out: str | None) -> None:
     """Predict each query's p50, p99 and SLA attainment in one pool before deploying (a simulation)."""
     from sluice.cli import whatif
     from sluice.scheduler.simulate import simulate as run_simulation
 
     inputs = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy, duration, warmup,
-                            timeline=out is not None, model=model, other_cores=other_cores, cold=cold)
+                            timeline=out is not None, model=model, other_cores=other_cores, cold=cold,
+                            host_cores=host_cores)
     queries, recorded, options = inputs.queries, inputs.recorded, inputs.options
     click.echo(f"simulating {len(queries)} queries on {executors} executor(s) for {options.duration:g}s of pool time ...",
                err=True)
@@ -521,7 +539,7 @@ def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None
                    "and each simulated count's worst query.")
 def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, cores: int | None, costs: str | None,
          rates: str | None, duration: str | None, warmup: str | None, policy: str | None, model: str,
-         other_cores: float | None, cold: bool, max_executors: int,
+         other_cores: float | None, cold: bool, host_cores: float | None, max_executors: int,
          utilization: float, out: str | None) -> None:
     """The fewest executors that keep every SLA (simulated), beside DS2's count that sustains the rates."""
     import json
@@ -532,7 +550,7 @@ def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, co
     from sluice.scheduler.simulate import size as search
 
     inputs = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy, duration, warmup, model=model,
-                            other_cores=other_cores, cold=cold)
+                            other_cores=other_cores, cold=cold, host_cores=host_cores)
     queries, per_executor, options = inputs.queries, inputs.cores, inputs.options
     ds2, why = ds2_executors(queries, per_executor, utilization)
     def step(n: int, result: SimResult) -> None:  # progress: one line per simulated pool, as it is made

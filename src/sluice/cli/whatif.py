@@ -91,6 +91,10 @@ class Setup:
     other_cores: float = 0.0
     """Cores the rest of the machine kept busy while the recorded load ran (its broker, its load
     generator): `sluice bench cameo` measures them (`machine.other_cores` in the report)."""
+    host_cores: float | None = None
+    """A local-cluster master: the machine's cores, which its executor JVMs and driver share."""
+    priority: bool = False
+    """The urgent lane raised its urgent bands' thread priorities (on, with CAP_SYS_NICE)."""
 
 
 def off_cpu(run_ratio: float, tasks: int, setup: Setup) -> float:
@@ -194,10 +198,13 @@ def recorded_cores(path: Path) -> int | None:
 
 
 _LOCAL = re.compile(r"local\[(\d+|\*)\]")
+_LOCAL_CLUSTER = re.compile(r"local-cluster\[\d+,(\d+),\d+\]")
 
 
 def recorded_setup(path: Path) -> Setup | None:
-    """The recorded run's cores, gate and Spark master, if the report says (`sluice run --report`)."""
+    """The recorded run's cores, gate and Spark master, if the report says (`sluice run --report`):
+    a local master is one executor of the machine's cores; a local-cluster one has executors of
+    its stated cores, all on the machine's cores (`host_cores`)."""
     raw = _yaml(path)
     cores = raw.get("cores") if isinstance(raw, dict) else None
     if not isinstance(cores, int) or cores <= 0:
@@ -210,7 +217,11 @@ def recorded_setup(path: Path) -> Setup | None:
     machine = raw.get("machine")
     other = machine.get("other_cores") if isinstance(machine, dict) else None
     other_cores = float(other) if isinstance(other, int | float) and math.isfinite(other) and other > 0 else 0.0
-    return Setup(cores, gate if isinstance(gate, int) and gate > 0 else None, slots, local is not None, other_cores)
+    cluster = _LOCAL_CLUSTER.fullmatch(master) if isinstance(master, str) else None
+    raised = spark.get("priorities", spark.get("lane_on")) if isinstance(spark, dict) else None  # before "priorities": root here
+    return Setup(cores if cluster is None else int(cluster.group(1)), gate if isinstance(gate, int) and gate > 0 else None,
+                 slots, local is not None or cluster is not None, other_cores,
+                 None if cluster is None else float(cores), raised is True)
 
 
 def _number(value: Any, scale: float) -> float | None:
@@ -266,8 +277,11 @@ def table(result: Result, queries: Sequence[SimQuery], recorded: Mapping[str, Re
     measured = {k: r for k, r in (recorded or {}).items() if r.p99 is not None or r.attainment is not None}
     head = (f"{'query':36} {'SLA ms':>8} {'p50 ms':>9} {'p99 ms':>9} {'within':>7} {'goal':>5} {'kept':>4} "
             f"{'interval ms':>11} {'batches':>7}" + (f" {'rec p99':>9} {'rec within':>10}" if measured else ""))
-    taken = f", {result.pool.taken:g} core(s) taken by other processes" if result.pool.taken > 0 else ""
-    lines = [f"{result.pool.executors} executor(s) x {result.pool.cores_per_executor} core(s), {result.pool.policy}{taken}",
+    pool = result.pool
+    taken = f", {pool.taken:g} core(s) taken by other processes" if pool.taken > 0 else ""
+    host = "" if pool.host_cores is None else f", all on one machine's {pool.host_cores:g} cores"
+    raised = ", urgent threads first (raised priorities)" if pool.priority else ""
+    lines = [f"{pool.executors} executor(s) x {pool.cores_per_executor} core(s){host}, {pool.policy}{taken}{raised}",
              head, "-" * len(head)]
     for q in queries:
         r = result.queries[q.key]
