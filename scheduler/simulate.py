@@ -13,7 +13,7 @@ limits are plain:
   each other as they do on shared cores. Under a policy with bands, a batch granted an urgent
   band takes free task slots first (its band's minimum share); with `Pool.priority` (the urgent
   lane's raised thread priorities) its threads also take the cores first. Executors on one
-  machine (`Pool.host_cores`: a local or local-cluster master) share that machine's cores,
+  machine (`Pool.host_cores`: a `local-cluster` master) share that machine's cores,
   however many executors there are. A query with only `fixed` and `per_row` (declared, or
   recorded before the work figures) is one thread's work of `fixed + per_row x rows`: on a pool
   where no thread ever shares a core this is the slot model of before, a batch holding one slot
@@ -185,7 +185,7 @@ class Pool:
     """Cores other processes keep busy (a recording's broker and load generator, `--other-cores`):
     the batches' threads share what is left of the pool's cores, at least a tenth of a core."""
     host_cores: float | None = None
-    """The cores of the one machine every executor runs on (a local or local-cluster master): the
+    """The cores of the one machine every executor runs on (a `local-cluster` master): the
     threads share them, however many executors; None: each executor core is a core of its own
     (executor pods)."""
     priority: bool = False
