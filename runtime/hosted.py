@@ -30,23 +30,7 @@ Traced = tuple[BatchTimeline, list[tuple[str, float]]]
 RECENT_BATCHES = 32
 """Batches whose timelines (critical path, DS2 load) are kept per query."""
 COLD_BATCHES = 3
-"""A query's first batches with rows always kept apart as its cold start (`HostedQuery.cold_ms`)."""
-COLD_MAX = 60
-"""The most batches a cold start keeps (a query that never catches up)."""
-
-
-def still_cold(cold_ms: list[float], interval: float | None) -> bool:
-    """Whether a query's next batch with rows is still part of its cold start: its first
-    `COLD_BATCHES`, and after them until one ran within its interval (`interval`, seconds; None:
-    no trigger) and so left no backlog. A fresh JVM's slow batches leave a backlog that the
-    batches after them read at a JVM still warming: measured on realtime's aggregation
-    (2026-11-29), its windows' latencies fell from 17 s to 5 s over the minute after its first
-    three batches, which a cold start of three batches did not simulate (docs/what-if.md)."""
-    if len(cold_ms) < COLD_BATCHES:
-        return True
-    if len(cold_ms) >= COLD_MAX or interval is None:
-        return False
-    return cold_ms[-1] > interval * 1000
+"""A query's first batches with rows whose time is kept apart (`HostedQuery.cold_ms`)."""
 BAND_LOG = 1000
 """Batches whose FAIR band is kept per query."""
 PHASE_LOG = 5000
@@ -130,8 +114,8 @@ class HostedQuery:
     phase_log: dict[str, deque[float]] = field(default_factory=dict)
     """Phase -> milliseconds of the latest measured batches (`sluice run --report` prints their quantiles)."""
     cold_ms: list[float] = field(default_factory=list)
-    """The cost of its first batches that read rows while `still_cold`, as `batch_costs` takes a
-    batch's (`triggerExecution` less the offset commit and the gate's wait): a cold start's, which
+    """The cost of its first `COLD_BATCHES` batches that read rows, as `batch_costs` takes a batch's
+    (`triggerExecution` less the offset commit and the gate's wait): a cold start's, which
     `sluice run --report` records for what-if."""
 
     def runs(self, query: StreamingQuery, weight: float) -> bool:

@@ -16,7 +16,7 @@ from sluice.api.constants import GRID
 
 from .batching import gives_group_back
 from .gate import with_progress
-from .hosted import HostedQuery, still_cold
+from .hosted import COLD_BATCHES, HostedQuery
 from .jvm_sink import SinkMetric
 from .kafka_lag import kafka_position
 from .latency import BatchLatency, batch_latency
@@ -93,7 +93,7 @@ class Intake:
             timeline = hosted.timeline(timeline_id)
             timeline.rows += rows
             timeline.durations_ms = {k: float(v) for k, v in (progress.durationMs or {}).items()}
-            if rows > 0 and still_cold(hosted.cold_ms, hosted.interval):  # its cost as `batch_costs` takes it
+            if rows > 0 and len(hosted.cold_ms) < COLD_BATCHES:  # its cost as `batch_costs` takes it
                 ms = timeline.durations_ms
                 hosted.cold_ms.append(round(max(ms.get("triggerExecution", 0.0) - ms.get("commitOffsets", 0.0)
                                                 - timeline.gate_wait * 1000, 0.0), 1))
