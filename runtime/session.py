@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sluice.api.constants import BANDS, LOCALITY_WAIT, URGENT_LANE_CHOICES
+from sluice.api.constants import BANDS, URGENT_LANE_CHOICES
 from sluice.scheduler.bands import band_name, fairscheduler_xml, urgent_bands
 
 from . import jvm_sink
@@ -396,7 +396,7 @@ def build_session(config: SessionConfig) -> Any:
                    .config("spark.jars.excludes", ",".join(SHIPPED_WITH_PYSPARK))
                    .config("spark.jars.ivy", str(ivy))
                    .config("spark.jars.ivySettings", str(ivy_settings(ivy))))
-    executors = {} if config.master.startswith("local[") else DECOMMISSION | {"spark.locality.wait": LOCALITY_WAIT}
+    executors = {} if config.master.startswith("local[") else DECOMMISSION
     if config.master.startswith("local-cluster["):  # the executor's heap within its worker's memory
         executors = {"spark.executor.memory": LOCAL_CLUSTER_EXECUTOR_MEMORY} | executors
     for key, value in (local_files(config.extra) | executors | jvm_sink.session_conf() | lane | config.extra).items():

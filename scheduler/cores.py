@@ -6,15 +6,17 @@ thread gets an equal share of the cores (processor sharing, as the OS time-slice
 threads): with N threads on C cores each runs at min(1, C / N) of a core. Spark's task slots
 bound the tasks that run at once, in the FAIR bands' order: an urgent batch's tasks (a band
 with the urgent bands' minimum share, `bands.py`) take the slots first, and the other batches'
-tasks share the slots left (with T tasks wanting S slots, each runs min(1, S / T) of the time).
-With `priority` (the urgent lane's raised thread priorities) the running urgent tasks also take
-the cores first and the other threads share what is left. The driver's thread shares the cores
+tasks share the slots left (with T tasks wanting S slots, each runs min(1, S / T) of the time;
+at most `bulk_slots` of them at once where the urgent lane makes bulk tasks take turns). With
+`priority` (the urgent lane's raised thread priorities: nice -5, HotSpot's priority 10) the
+cores are shared by weight, as Linux's CFS shares them: an urgent task's thread weighs
+`URGENT_WEIGHT` times a thread at nice 0 (at most a whole core each, the rest to the others). The driver's thread shares the cores
 on a local master (driver and executors on one machine) and has its own core otherwise (a
 driver pod).
 
 Not modelled, so the limits are plain: a running task is never pre-empted in Spark, so an urgent
 task waits for a slot's current task to end (here it takes the slot at once), tasks of unequal
-length within a stage, and a raised priority is strict here where the OS weighs it.
+length within a stage.
 
 Each thread class (drivers, urgent tasks, other tasks) keeps a virtual clock that advances at
 its threads' speed, so a phase ends when its class's clock reaches the phase's start plus its
@@ -45,16 +47,21 @@ class Job:
     """It runs in an urgent FAIR band: its tasks take free slots before the others'."""
 
 
+URGENT_WEIGHT = 3121 / 1024
+"""CFS's weight of a thread at nice -5 over one at nice 0 (kernel/sched/core.c's table): the
+urgent lane's raised priority (`runtime/session.py`)."""
+
 _DRIVER, _URGENT, _OTHER = 0, 1, 2
 """Thread classes: the batches' driver threads, urgent tasks, the other tasks."""
 
 
 class Cores:
-    def __init__(self, cores: float, task_slots: int, driver_shares: bool, priority: bool = False) -> None:
-        if cores <= 0 or task_slots < 1:
+    def __init__(self, cores: float, task_slots: int, driver_shares: bool, priority: bool = False,
+                 bulk_slots: int | None = None) -> None:
+        if cores <= 0 or task_slots < 1 or (bulk_slots is not None and bulk_slots < 1):
             raise ValueError("the pool needs cores and task slots")
         self.cores, self.task_slots, self.driver_shares = cores, task_slots, driver_shares
-        self.priority = priority
+        self.priority, self.bulk_slots = priority, bulk_slots
         self._at = 0.0
         self._clock = [0.0, 0.0, 0.0]
         """Virtual clocks, one a thread class."""
@@ -69,13 +76,19 @@ class Cores:
         urgent, other = self._tasks[_URGENT], self._tasks[_OTHER]
         running_urgent = min(urgent, self.task_slots)
         running_other = min(other, self.task_slots - running_urgent)
-        if self.priority:  # the running urgent tasks first, the rest share what they leave
-            first = 1.0 if running_urgent <= self.cores else self.cores / running_urgent
-            left, sharing = max(self.cores - running_urgent, 0.0), running_other + drivers
-            rest = 1.0 if sharing <= left else left / sharing
+        if self.bulk_slots is not None:  # the lane's turns: bulk tasks run a few at a time
+            running_other = min(running_other, self.bulk_slots)
+        sharing = running_other + drivers
+        if running_urgent + sharing <= self.cores:
+            first = rest = 1.0
+        elif self.priority and running_urgent:  # by weight; an urgent thread takes at most a core
+            share = self.cores / (URGENT_WEIGHT * running_urgent + sharing)
+            if URGENT_WEIGHT * share < 1.0:
+                first, rest = URGENT_WEIGHT * share, share
+            else:
+                first, rest = 1.0, min(1.0, (self.cores - running_urgent) / sharing)
         else:
-            threads = running_urgent + running_other + drivers
-            first = rest = 1.0 if threads <= self.cores else self.cores / threads
+            first = rest = self.cores / (running_urgent + sharing)
         return ((rest if self.driver_shares else 1.0),
                 first * (running_urgent / urgent if urgent else 1.0),
                 rest * (running_other / other if other else 1.0))

@@ -12,7 +12,8 @@ limits are plain:
   the running batches' threads share the pool's cores and Spark's task slots, so batches slow
   each other as they do on shared cores. Under a policy with bands, a batch granted an urgent
   band takes free task slots first (its band's minimum share); with `Pool.priority` (the urgent
-  lane's raised thread priorities) its threads also take the cores first. Executors on one
+  lane's raised thread priorities) its threads also weigh more on the cores, and with
+  `Pool.bulk_slots` (the lane's bulk turns) the other tasks run a few at a time. Executors on one
   machine (`Pool.host_cores`: a `local-cluster` master) share that machine's cores,
   however many executors there are. A query with only `fixed` and `per_row` (declared, or
   recorded before the work figures) is one thread's work of `fixed + per_row x rows`: on a pool
@@ -189,8 +190,11 @@ class Pool:
     threads share them, however many executors; None: each executor core is a core of its own
     (executor pods)."""
     priority: bool = False
-    """Urgent bands' task threads take the cores before the others' (the urgent lane's raised
-    thread priorities: root on a local master; pool pods lack `CAP_SYS_NICE`)."""
+    """Urgent bands' task threads weigh more on the cores (the urgent lane's raised thread
+    priorities: root on a local master; pool pods lack `CAP_SYS_NICE`)."""
+    bulk_slots: int | None = None
+    """Tasks outside the urgent bands that run at once, at most (the urgent lane's bulk turns on a
+    local master); None: any."""
 
     @property
     def slots(self) -> int:
@@ -206,7 +210,7 @@ class Pool:
         slots = self.executors * self.cores_per_executor if self.task_slots is None else self.task_slots
         own = self.slots if self.host_cores is None else self.host_cores
         cores = max(own - self.taken, 0.1) if own > 0 and self.taken > 0 else own
-        return Cores(cores, max(slots - self.reserved, 1), self.driver_shares, self.priority)
+        return Cores(cores, max(slots - self.reserved, 1), self.driver_shares, self.priority, self.bulk_slots)
 
     def scaled(self, executors: int) -> Pool:
         """The same pool with `executors` executors (Spark's task slots scale with them)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sluice.runtime.critical_path import BatchTimeline, StageSpan, critical_path, driver_seconds
-from sluice.scheduler.cores import Cores, Job, fits
+from sluice.scheduler.cores import URGENT_WEIGHT, Cores, Job, fits
 from sluice.scheduler.costs import WorkSample, fit_work
 
 
@@ -82,26 +82,50 @@ def test_urgent_tasks_beyond_the_slots_leave_none_to_the_others() -> None:
     assert ends(cores) == [("u", 2.0), ("bulk", 3.0)]
 
 
-def test_with_priority_urgent_threads_take_the_cores_first() -> None:
+def close(got: list[tuple[str, float]], expected: list[tuple[str, float]]) -> bool:
+    return [k for k, _ in got] == [k for k, _ in expected] and \
+        all(t == pytest.approx(e, abs=1e-5) for (_, t), (_, e) in zip(got, expected, strict=True))
+
+
+def test_with_priority_urgent_threads_weigh_more_on_the_cores() -> None:
     # one core, two slots: urgent (1 core-second) and bulk (2) from 0. With priority the urgent
-    # task runs at full speed to 1 while bulk waits, bulk ends at 3; without, each has half the
-    # core: urgent at 2, bulk (1 left) at 3.
-    for priority, expected in ((True, [("u", 1.0), ("bulk", 3.0)]), (False, [("u", 2.0), ("bulk", 3.0)])):
+    # thread weighs W (nice -5 against 0): it runs at W / (W + 1) and ends at (W + 1) / W; bulk,
+    # 1 / W done by then, ends alone at 3. Without, each has half the core: urgent at 2, bulk at 3.
+    w = URGENT_WEIGHT
+    assert w == pytest.approx(3.0479, abs=1e-4)
+    for priority, expected in ((True, [("u", (w + 1) / w), ("bulk", 3.0)]), (False, [("u", 2.0), ("bulk", 3.0)])):
         cores = Cores(1, 2, driver_shares=False, priority=priority)
         cores.start(0.0, Job("bulk", 0.0, 2.0, 1))
         cores.start(0.0, Job("u", 0.0, 1.0, 1, urgent=True))
-        assert ends(cores) == expected
+        assert close(ends(cores), expected)
 
 
-def test_with_priority_drivers_and_other_tasks_share_what_urgent_ones_leave() -> None:
-    # 1.5 cores, local master: the urgent task takes 1 core; a driver phase (0.25 s) and a bulk
-    # task (1 core-second) share the half core left, a quarter each: the driver ends at 1, when the
-    # urgent task (1 core-second) ends too; bulk, 0.25 done, has 1.5 cores alone: ends at 1.75
+def test_with_priority_an_urgent_thread_takes_at_most_a_core_and_the_others_share_the_rest() -> None:
+    # 1.5 cores, local master: an urgent task (1 core-second), a driver phase (0.25 s) and a bulk
+    # task (1 core-second). Three threads weigh W + 2: the urgent one runs at 1.5 W / (W + 2)
+    # (under a core), the driver and bulk at 1.5 / (W + 2); the driver ends at tA = 0.25 (W + 2) / 1.5.
+    # Then two threads: the urgent one's weighted share is over a core, so it runs at 1 and bulk at
+    # the 0.5 left: urgent (1 - 0.25 W left) ends at tA + 1 - 0.25 W; bulk (0.25 done at tA, then
+    # half as fast) ends alone after: tA + (1 - 0.25 W) + 0.25 + 0.125 W
+    w = URGENT_WEIGHT
+    t_a = 0.25 * (w + 2) / 1.5
     cores = Cores(1.5, 2, driver_shares=True, priority=True)
     cores.start(0.0, Job("u", 0.0, 1.0, 1, urgent=True))
     cores.start(0.0, Job("d", 0.25, 0.0, 1))
     cores.start(0.0, Job("bulk", 0.0, 1.0, 1))
-    assert sorted(ends(cores)) == [("bulk", 1.75), ("d", 1.0), ("u", 1.0)]
+    assert close(ends(cores), [("d", t_a), ("u", t_a + 1 - 0.25 * w), ("bulk", t_a + 1 - 0.25 * w + 0.25 + 0.125 * w)])
+
+
+def test_the_lane_s_bulk_turns_run_other_tasks_a_few_at_a_time() -> None:
+    # 4 cores, 8 slots: a bulk batch of 4 tasks (4 core-seconds) runs 2 at a time with 2 bulk
+    # slots (2 s), all 4 at once without (1 s); an urgent batch is not held by the turns
+    for bulk, expected in ((2, 2.0), (None, 1.0)):
+        cores = Cores(4, 8, driver_shares=False, bulk_slots=bulk)
+        cores.start(0.0, Job("bulk", 0.0, 4.0, 4))
+        assert close(ends(cores), [("bulk", expected)])
+    cores = Cores(4, 8, driver_shares=False, bulk_slots=2)
+    cores.start(0.0, Job("u", 0.0, 4.0, 4, urgent=True))
+    assert close(ends(cores), [("u", 1.0)])
 
 
 def test_tasks_beyond_spark_s_slots_wait_for_one() -> None:

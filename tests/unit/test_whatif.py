@@ -245,7 +245,7 @@ def test_a_local_cluster_recording_sizes_executors_on_its_machine_s_cores(tmp_pa
                                 *given)
         assert code == 0, err
         assert ("3 executor(s) x 1 core(s), all on one machine's 2 cores, cameo, 0.4 core(s) taken by other "
-                "processes, urgent threads first (raised priorities)") in out
+                "processes, urgent threads weigh more on the cores (raised priorities)") in out
     from sluice.cli.main import _whatif_inputs
 
     pool = _whatif_inputs((FRAUD,), None, str(report), None, 1, None, None, None).pool(3)
@@ -254,6 +254,13 @@ def test_a_local_cluster_recording_sizes_executors_on_its_machine_s_cores(tmp_pa
     code, out, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "3", "--duration", "1m",
                             "--host-cores", "8")
     assert code == 0 and "all on one machine's 8 cores" in out, err
+    local = tmp_path / "local.json"  # a local master with the lane's bulk turns: 2 bulk tasks a time an executor
+    local.write_text(json.dumps({"cores": 2, "gate_capacity": 4, "spark": {"master": "local[16]", "lane_on": True,
+                                                                          "bulk_tasks": 2, "priorities": True},
+                                 "queries": {"payments/fraud-filter": {"costs": {**costs, **work}}}}))
+    assert recorded_setup(local) == Setup(2, 4, 16, True, 0.0, None, True, 2)
+    scaled = _whatif_inputs((FRAUD,), None, str(local), None, None, None, None, None).pool(3)
+    assert (scaled.bulk_slots, scaled.task_slots, scaled.priority, scaled.host_cores) == (6, 48, True, None)
     report.write_text(report.read_text().replace('"priorities": true', '"priorities": false'))
     code, out, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "3", "--duration", "1m")
     assert code == 0 and "raised priorities" not in out, err  # the lane on, but no CAP_SYS_NICE

@@ -439,7 +439,8 @@ class _WhatIf(NamedTuple):
                         host_cores=self.host, driver_shares=self.host is not None, priority=self.priority)
         return Pool(executors, self.cores, self.policy, capacity=setup.gate,
                     task_slots=None if setup.task_slots is None else setup.task_slots * executors,
-                    driver_shares=setup.driver_shares, taken=self.taken, host_cores=self.host, priority=self.priority)
+                    driver_shares=setup.driver_shares, taken=self.taken, host_cores=self.host, priority=self.priority,
+                    bulk_slots=None if setup.bulk_tasks is None else setup.bulk_tasks * executors)
 
 
 def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | None, rates: str | None,

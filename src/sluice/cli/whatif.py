@@ -95,6 +95,8 @@ class Setup:
     """A local-cluster master: the machine's cores, which its executor JVMs and driver share."""
     priority: bool = False
     """The urgent lane raised its urgent bands' thread priorities (on, with CAP_SYS_NICE)."""
+    bulk_tasks: int | None = None
+    """The urgent lane's bulk turns: tasks outside the urgent bands that ran at once, at most."""
 
 
 def off_cpu(run_ratio: float, tasks: int, setup: Setup) -> float:
@@ -219,9 +221,11 @@ def recorded_setup(path: Path) -> Setup | None:
     other_cores = float(other) if isinstance(other, int | float) and math.isfinite(other) and other > 0 else 0.0
     cluster = _LOCAL_CLUSTER.fullmatch(master) if isinstance(master, str) else None
     raised = spark.get("priorities", spark.get("lane_on")) if isinstance(spark, dict) else None  # before "priorities": root here
+    bulk = spark.get("bulk_tasks") if isinstance(spark, dict) else None
     return Setup(cores if cluster is None else int(cluster.group(1)), gate if isinstance(gate, int) and gate > 0 else None,
                  slots, local is not None or cluster is not None, other_cores,
-                 None if cluster is None else float(cores), raised is True)
+                 None if cluster is None else float(cores), raised is True,
+                 bulk if isinstance(bulk, int) and bulk > 0 else None)
 
 
 def _number(value: Any, scale: float) -> float | None:
@@ -280,7 +284,7 @@ def table(result: Result, queries: Sequence[SimQuery], recorded: Mapping[str, Re
     pool = result.pool
     taken = f", {pool.taken:g} core(s) taken by other processes" if pool.taken > 0 else ""
     host = "" if pool.host_cores is None else f", all on one machine's {pool.host_cores:g} cores"
-    raised = ", urgent threads first (raised priorities)" if pool.priority else ""
+    raised = ", urgent threads weigh more on the cores (raised priorities)" if pool.priority else ""
     lines = [f"{pool.executors} executor(s) x {pool.cores_per_executor} core(s){host}, {pool.policy}{taken}{raised}",
              head, "-" * len(head)]
     for q in queries:
