@@ -10,9 +10,9 @@ tasks share the slots left (with T tasks wanting S slots, each runs min(1, S / T
 at most `bulk_slots` of them at once where the urgent lane makes bulk tasks take turns). With
 `priority` (the urgent lane's raised thread priorities: nice -5, HotSpot's priority 10) the
 cores are shared by weight, as Linux's CFS shares them: an urgent task's thread weighs
-`URGENT_WEIGHT` times a thread at nice 0 (at most a whole core each, the rest to the others). The driver's thread shares the cores
-on a local master (driver and executors on one machine) and has its own core otherwise (a
-driver pod).
+`URGENT_WEIGHT` times a thread at nice 0 (at most a whole core each, the rest to the others).
+The driver's thread shares the cores on a local master (driver and executors on one machine)
+and has its own core otherwise (a driver pod).
 
 Not modelled, so the limits are plain: a running task is never pre-empted in Spark, so an urgent
 task waits for a slot's current task to end (here it takes the slot at once), tasks of unequal
