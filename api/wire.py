@@ -63,11 +63,17 @@ class BatchCosts(Answer):
     """The offset commit after the action."""
     queueing_ms: float = Field(default=0, ge=0, allow_inf_nan=False)
     """Recent wait at the gate (not simulated: a recording without it reads as 0)."""
+    lag_ms: float = Field(default=0, ge=0, allow_inf_nan=False)
+    """The source's lag: how long after its production a row became readable, at the interval rule's
+    quantile of recent batches (not simulated: the simulation reads every row produced)."""
     input_rate: float = Field(ge=0, allow_inf_nan=False)
     """Rows per second the query read."""
     batches: int = Field(default=0, ge=0)
     interval_ms: float | None = None
     """The interval in force."""
+    worst_case_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """The interval rule's worst latency at that interval from these costs (`intervals.worst_case`),
+    to hold against the measured p99 and maximum."""
     driver_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """The batch's work on the driver's thread (offsets, planning, between jobs), from its quieter
     batches; with the task figures below, what the what-if's model of the cores runs (None: no

@@ -164,6 +164,15 @@ class HostedQuery:
                          if "commitOffsets" in t.durations_ms)
         return commits[len(commits) // 2] if commits else 0.0
 
+    @property
+    def delay(self) -> float | None:
+        """A windowed aggregation's watermark delay; None for other queries (see `intervals`)."""
+        return self.spec.watermark_delay if self.spec.window_size is not None else None
+
+    def recent_lag(self) -> float | None:
+        """The source's lag over the recent batches (`intervals.source_lag`); None before any."""
+        return intervals.source_lag([t.lag for t in self.timelines.values() if t.lag is not None])
+
     def recent_gate_wait(self) -> float:
         """Mean wait for a grant over the recent batches (the queueing term of the interval)."""
         waits = [t.gate_wait for t in self.timelines.values()]
@@ -233,15 +242,19 @@ class HostedQuery:
     def costs(self, paths: list[Traced] | None = None) -> BatchCosts | None:
         """The batches' fixed and per-row cost, commit and input rate, as the interval choice
         measures them; None before 3 measured batches."""
-        found = intervals.measured(self.batch_costs(), self.input_rate, self.recent_gate_wait(), self.recent_commit())
+        found = intervals.measured(self.batch_costs(), self.input_rate, self.recent_gate_wait(), self.recent_commit(),
+                                   self.recent_lag() or 0.0)
         if found is None:
             return None
         work = fit_work(self.work_samples(self.paths() if paths is None else paths))
         try:
             return BatchCosts(fixed_ms=round(found.fixed * 1000, 3), per_row_us=round(found.per_row * 1e6, 4),
                               commit_ms=round(found.commit * 1000, 3), queueing_ms=round(found.queueing * 1000, 3),
+                              lag_ms=round(found.lag * 1000, 3),
                               input_rate=round(found.rate, 3), batches=len(self.batch_costs()),
                               interval_ms=None if self.interval is None else round(self.interval * 1000, 1),
+                              worst_case_ms=None if self.interval is None else round(
+                                  intervals.worst_case(self.interval, found, self.delay) * 1000, 1),
                               driver_ms=None if work is None else round(work.driver * 1000, 3),
                               task_cpu_ms=None if work is None else round(work.task_fixed * 1000, 3),
                               task_cpu_per_row_us=None if work is None else round(work.task_per_row * 1e6, 4),

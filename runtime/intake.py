@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.api.common import query_labels
 from sluice.api.constants import GRID
+from sluice.scheduler import intervals
 
 from .batching import gives_group_back
 from .gate import with_progress
@@ -76,6 +77,7 @@ class Intake:
         host = self.host
         rows = int(progress.numInputRows or 0)
         newest = (progress.eventTime or {}).get("max")
+        oldest_input = (progress.eventTime or {}).get("min")
         operators = progress.stateOperators or []
         observed = (progress.observedMetrics or {}).get(OBSERVED)
         output = int(observed["n"] or 0) if observed is not None else 0
@@ -110,6 +112,16 @@ class Intake:
                     hosted.log_phases(timeline)
                 hosted.last_newest = produced[-1]
                 timeline.latency = max(latency.latencies)
+            if rows > 0 and progress.timestamp and hosted.interval is not None:
+                # the source's lag: its oldest input event, else (no watermark) its oldest output row's;
+                # not from rows older than the query's (re)start (a restart's backlog is no lag)
+                oldest = _epoch(oldest_input) if oldest_input else (
+                    produced[0] if hosted.spec.window_size is None and output > 0 and len(produced) == len(GRID) else None)
+                if oldest is not None and oldest >= hosted.interval_since:
+                    before = hosted.timelines.get(timeline_id - 1)
+                    took = before.durations_ms.get("triggerExecution") if before is not None else None
+                    overrun = 0.0 if took is None else took / 1000 - hosted.interval
+                    timeline.lag = intervals.lag_of(_epoch(progress.timestamp), oldest, hosted.interval, overrun)
             hosted.input_rate = float(progress.inputRowsPerSecond or 0.0)
             hosted.processing_rate = float(progress.processedRowsPerSecond or 0.0)
             if position is not None and progress.timestamp:

@@ -31,8 +31,8 @@ class IntervalControl:
             with self.lock:
                 costs = costs_of(hosted)
                 current = hosted.interval
-            choice = (intervals.first(hosted.spec.latency_target, costs, _delay(hosted)) if current is None
-                      else intervals.next_interval(current, hosted.spec.latency_target, costs, _delay(hosted)))
+            choice = (intervals.first(hosted.spec.latency_target, costs, hosted.delay) if current is None
+                      else intervals.next_interval(current, hosted.spec.latency_target, costs, hosted.delay))
         self.record(hosted, choice)
         return choice.interval
 
@@ -53,7 +53,7 @@ class IntervalControl:
             if len(hosted.batch_costs(since=hosted.interval_since)) < 3:
                 return None  # too little measured at this interval
             costs = costs_of(hosted)
-        choice = intervals.next_interval(hosted.interval, hosted.spec.latency_target, costs, _delay(hosted))
+        choice = intervals.next_interval(hosted.interval, hosted.spec.latency_target, costs, hosted.delay)
         if abs(choice.interval - hosted.interval) < 1e-3:
             with self.lock:
                 hosted.interval_reason = choice.reason
@@ -61,17 +61,15 @@ class IntervalControl:
         return choice
 
 
-def _delay(hosted: HostedQuery) -> float | None:
-    """A windowed aggregation's watermark delay; None for other queries (see `intervals`)."""
-    return hosted.spec.watermark_delay if hosted.spec.window_size is not None else None
-
-
 def costs_of(hosted: HostedQuery) -> intervals.Costs:
     """What the interval rests on: the recent batches' measured costs, or before any, Spark's
     known floor, a cautious cost per row and the spec's expected rate."""
+    lag = hosted.recent_lag()
+    if lag is None:  # before any batch: what the source is known to do
+        lag = intervals.RATE_SOURCE_LAG if hosted.query.spec.source.type == "rate" else 0.0
     found = intervals.measured(hosted.batch_costs(), hosted.input_rate, hosted.recent_gate_wait(),
-                               hosted.recent_commit())
+                               hosted.recent_commit(), lag)
     if found is not None:
         return found
     rate = hosted.input_rate or hosted.query.spec.resources.expectedRate or 0.0
-    return intervals.Costs(intervals.FIXED_PRIOR, intervals.PER_ROW_PRIOR, rate, 0.0, intervals.COMMIT_PRIOR)
+    return intervals.Costs(intervals.FIXED_PRIOR, intervals.PER_ROW_PRIOR, rate, 0.0, intervals.COMMIT_PRIOR, lag)

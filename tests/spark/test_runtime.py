@@ -558,6 +558,32 @@ def test_without_a_trigger_the_interval_comes_from_the_sla_and_adapts_to_measure
     assert sorted(r["id"] for r in hosted.memory) == [r * 10 + i for r in range(8) for i in range(5)] + [999]
 
 
+def test_a_rate_source_s_whole_seconds_are_its_lag_and_its_interval_leaves_room_for_them(host_factory: Any) -> None:
+    """Spark's rate source offers a row once its second has passed. The issue's held-out filter
+    (1.5 s SLA, no trigger) ran at 1 s and measured p99 1.46-1.62 s where the rule, blind to
+    that wait, predicted 1.09 s; the rule now knows it before any batch and measures it after."""
+    host = host_factory(LocalScheduler(Scheduler("cameo", capacity=2)), retry_every=0.5)
+    ticks = query("ticks", "t", {"type": "rate", "rowsPerSecond": 200}, [{"filter": "value >= 0"}], {"type": "noop"},
+                  sla="1500ms")
+    ticks.spec.trigger = None
+    hosted = host.add(ticks)
+    # before any batch: 0.8 x 1.5 s less a whole second's lag, Spark's floor and the commit leave
+    # nothing: the least interval that keeps up, saying why
+    first = host.status("t/ticks")
+    assert first.interval_ms == 200 and "readable up to 1000 ms after it is produced" in first.interval_reason
+    wait_for(lambda: len([t for t in hosted.timelines.values() if t.lag is not None]) >= 4, 60,
+             "four batches with a measured lag")
+    with host.lock:
+        lags = [t.lag for t in hosted.timelines.values() if t.lag is not None]
+    # each batch reads the second that passed since the last: its oldest row is about a second
+    # old at the trigger, 0.8 s of it beyond the 0.2 s interval (plus the trigger's phase)
+    assert all(0.5 < lag < 1.5 for lag in lags), lags
+    costs = host.status("t/ticks").costs
+    assert costs is not None and 500 < costs.lag_ms < 1500, costs
+    # the rule's worst case at the interval in force holds the lag, the interval and a batch
+    assert costs.worst_case_ms is not None and costs.worst_case_ms > costs.lag_ms + 200 + costs.fixed_ms, costs
+
+
 def _mark_tasks(spark: Any, pool: str, label: str, tasks: int, marks: Path) -> None:
     """Run `tasks` tasks of 0.3 s in FAIR pool `pool`; each writes when it started."""
     folder = str(marks)

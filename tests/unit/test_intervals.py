@@ -11,7 +11,10 @@ from sluice.scheduler.intervals import (
     MIN_INTERVAL,
     Costs,
     choose,
+    lag_of,
+    measured,
     next_interval,
+    source_lag,
     worst_case,
 )
 
@@ -25,6 +28,42 @@ def test_the_interval_is_the_largest_whose_worst_case_fits_the_budget() -> None:
     assert choose(2.0, Costs(0.15, 20e-6, 1000, commit=0.03)).interval == pytest.approx(1.42 / 1.02)
     # queueing at the gate comes out of the budget too
     assert choose(2.0, Costs(0.15, 0.0, 1000, queueing=0.2, commit=0.03)).interval == pytest.approx(1.22)
+
+
+def test_the_source_s_lag_comes_out_of_the_budget_and_into_the_worst_case() -> None:
+    # the held-out filter: 1.5 s SLA, 2,000 rows/s on a `rate` source, batches of 79 ms
+    # and an 8 ms commit, rows readable 0.45 s after their production (the 1 s interval's phase)
+    rate_filter = Costs(0.079, 0.0, 2000, commit=0.008)
+    assert worst_case(1.0, rate_filter) == pytest.approx(1.087)  # what the rule saw: within 1.2 s
+    lagged = Costs(0.079, 0.0, 2000, commit=0.008, lag=0.45)
+    assert worst_case(1.0, lagged) == pytest.approx(1.537)  # past the SLA, as measured (p99 1.46-1.62 s)
+    # budget 0.8 x 1.5 - 0.45 - 0.079 - 0.008 = 0.663 s
+    assert choose(1.5, lagged).interval == pytest.approx(0.663) and "source lag of 450 ms" in choose(1.5, lagged).reason
+    # at a shrink past the SLA, 0.7 x 1.5 - 0.537 = 0.513 s
+    assert next_interval(1.0, 1.5, lagged).interval == pytest.approx(0.513)
+    # a whole second of lag leaves 0.113 s, below the 0.2 s floor: it says so, and batches at the floor
+    whole = choose(1.5, Costs(0.079, 0.0, 2000, commit=0.008, lag=1.0))
+    assert whole.interval == MIN_INTERVAL and not whole.keeps_sla
+    assert "readable up to 1000 ms after it is produced" in whole.reason
+
+
+def test_a_batch_s_lag_is_its_oldest_row_s_age_beyond_the_interval_and_the_rule_takes_a_high_quantile() -> None:
+    # a rate source at a 0.2 s interval: the batch triggered at 101.15 s reads the second [100, 101)
+    assert lag_of(101.15, 100.0, 0.2) == pytest.approx(0.95)
+    # Kafka: the oldest row came just after the previous trigger, 0.2 s before this one
+    assert lag_of(101.15, 100.96, 0.2) == 0.0
+    # a sparse source: nothing produced for a while, then a row 0.05 s before the trigger (a gap is no lag)
+    assert lag_of(101.15, 101.1, 1.0) == 0.0
+    assert lag_of(100.0, None, 1.0) is None
+    # a cold start: the previous batch took 3 s at a 1 s interval, so this one's oldest row is 3 s
+    # old at its trigger; the 2 s overrun is no lag of the source
+    assert lag_of(103.0, 100.0, 1.0, overrun=2.0) == 0.0
+    assert lag_of(103.5, 100.0, 1.0, overrun=2.0) == pytest.approx(0.5)
+    assert source_lag([]) is None
+    # nearest rank of the 90th percentile of 11 lags: index 9
+    assert source_lag([0.1 * i for i in range(10, -1, -1)]) == pytest.approx(0.9)
+    costs = measured([(100, 0.2)] * 3, 100.0, 0.0, 0.01, lag=0.3)
+    assert costs is not None and costs.lag == 0.3
 
 
 def test_a_loose_sla_batches_rarely_and_a_tight_one_often() -> None:
@@ -51,7 +90,7 @@ def test_a_windowed_aggregation_spends_its_watermark_delay_and_waits_two_interva
 def test_an_sla_no_interval_can_keep_says_so_and_keeps_up() -> None:
     impossible = choose(0.3, FILTER)  # budget 0.24 - 0.18 = 0.06 s < the 0.2 s floor
     assert impossible.interval == MIN_INTERVAL and not impossible.keeps_sla
-    assert "no interval keeps the 300 ms SLA" in impossible.reason
+    assert "no interval keeps the worst case within 80% of the 300 ms SLA" in impossible.reason
     heavy = choose(0.5, Costs(0.5, 0.0, 10, commit=0.0))  # a 0.5 s batch needs at least 0.5 s between starts
     assert heavy.interval == pytest.approx(0.5) and not heavy.keeps_sla
     overloaded = choose(5.0, Costs(0.1, 1e-3, 2000))  # 2 s of work per second of input
@@ -80,7 +119,7 @@ def test_hysteresis_keeps_a_safe_interval_and_fixes_an_unsafe_one_at_once() -> N
 def test_with_no_interval_keeping_the_sla_a_query_moves_only_when_far() -> None:
     # 0.3 s SLA: nothing fits; the interval that keeps up is the 0.2 s floor
     assert next_interval(0.21, 0.3, FILTER).interval == 0.21  # 5% above the floor: kept, no restart
-    assert "no interval keeps the 300 ms SLA" in next_interval(0.21, 0.3, FILTER).reason
+    assert "no interval keeps the worst case within 80% of the 300 ms SLA" in next_interval(0.21, 0.3, FILTER).reason
     assert next_interval(0.5, 0.3, FILTER).interval == MIN_INTERVAL  # far above it: moves
     heavy = Costs(0.5, 0.0, 10, commit=0.0)  # keeps up only at 0.5 s or more
     assert next_interval(0.45, 0.5, heavy).interval == 0.45  # a little behind: Spark batches back to back
