@@ -65,7 +65,7 @@ class BatchCosts(Answer):
     """Recent wait at the gate (not simulated: a recording without it reads as 0)."""
     lag_ms: float = Field(default=0, ge=0, allow_inf_nan=False)
     """The source's lag: how long after its production a row became readable, at the interval rule's
-    quantile of recent batches (not simulated: the simulation reads every row produced)."""
+    quantile of recent batches (the simulation's triggers read rows produced up to their time less it)."""
     input_rate: float = Field(ge=0, allow_inf_nan=False)
     """Rows per second the query read."""
     batches: int = Field(default=0, ge=0)

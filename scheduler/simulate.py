@@ -112,6 +112,10 @@ class SimQuery:
     """Seconds a task spends off the CPU (state-store and shuffle writes, fetches) for each second
     of its CPU (with `driver`): after its tasks' CPU the batch waits that long without taking a
     core (`--model cores-wait`)."""
+    lag: float = 0.0
+    """Seconds after its production a row becomes readable (a recording's `lag_ms`: a `rate`
+    source's whole seconds, a producer's batching): a trigger reads the rows produced up to its
+    time less the lag."""
     cold: tuple[float, ...] = ()
     """Seconds its first batches with rows took, in order (a recording's `cold_ms`): a cold start.
     Such a batch takes at least that long from its grant to its action's end; what it takes
@@ -340,6 +344,8 @@ class _Batch:
     start: float
     rows: float
     read_from: float
+    read_to: float
+    """Production time of the newest row it read (its start less the source's lag)."""
     windows: list[float]
     """Ends of the windows it emits."""
     granted: float | None = None
@@ -486,10 +492,11 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
 
     def trigger(state: _State, now: float) -> None:
         query = state.query
+        upto = max(now - query.lag, state.read_to)  # the newest row readable now
         if query.bursts:
-            rows = max(query.produced(now) - query.produced(state.read_to), 0.0)
+            rows = max(query.produced(upto) - query.produced(state.read_to), 0.0)
         else:
-            rows = max(query.rate * (now - state.read_to), 0.0)
+            rows = max(query.rate * (upto - state.read_to), 0.0)
         windows: list[float] = []
         if query.window is not None:
             end = state.emitted_to + query.window
@@ -499,7 +506,7 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
         if rows < 0.5 and not windows:  # nothing to read or emit: Spark skips the trigger
             push(now + max(state.interval, 1e-3), _TRIGGER, query.key, state.generation)
             return
-        state.batch = _Batch(state.next_id, now, rows, state.read_to, windows)
+        state.batch = _Batch(state.next_id, now, rows, state.read_to, upto, windows)
         scheduler.submit(BatchRequest(query.key, state.next_id, round(rows), oldest_event=state.read_to,
                                       window_end=windows[0] if windows else None), now)
         state.next_id += 1
@@ -514,20 +521,20 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
         result.batches += 1
         state.measured += rows > 0  # as `recent` keeps its rows
         state.recent.append((now, rows, cost, batch.granted - batch.start, query.commit))
-        span = batch.start - batch.read_from
+        span = batch.read_to - batch.read_from
         state.rate = batch.rows / span if span > 0 else state.rate
-        if batch.start > batch.read_from:
-            state.watermark = batch.start - query.delay  # the newest event it read, less the delay
-        state.read_to = max(state.read_to, batch.start)
+        if batch.read_to > batch.read_from:
+            state.watermark = batch.read_to - query.delay  # the newest event it read, less the delay
+        state.read_to = max(state.read_to, batch.read_to)
         counted = now >= options.warmup
         worst = 0.0
         if query.window is None:
             if counted and batch.rows > 0:
                 if query.bursts:
-                    latencies = [now - t for t in query.production_times(batch.read_from, batch.start)]
+                    latencies = [now - t for t in query.production_times(batch.read_from, batch.read_to)]
                     result.add_batch(latencies, batch.rows)
                 else:  # rows produced evenly: `production_times` without bursts, in one pass
-                    result.add_even(now - batch.read_from, batch.start - batch.read_from, batch.rows)
+                    result.add_even(now - batch.read_from, span, batch.rows)
                 worst = now - batch.read_from
         else:
             for end in batch.windows:

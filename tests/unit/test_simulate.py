@@ -30,6 +30,21 @@ def test_a_lone_filter_delivers_each_row_one_interval_plus_its_batch_after_it_wa
     assert simulate([filter_query(sla=1.2)], Pool(1), Options(duration=10.5)).queries["a/filter"].kept
 
 
+def test_a_source_s_lag_delays_every_row_by_it() -> None:
+    # as above, but each row is readable 0.4 s after it was produced (a `rate` source's seconds): the
+    # batch at k s reads the rows produced in [k - 1.4, k - 0.4) and commits at k + 0.15 s, so the
+    # latencies spread evenly over [0.55 s, 1.55 s]: 45% within 1 s, the median 1.05 s (the first
+    # batch, which reads [0, 0.6) only, is left out as warm-up)
+    q = simulate([filter_query(lag=0.4)], Pool(1), Options(duration=10.5, warmup=1.5)).queries["a/filter"]
+    assert q.batches == 10 and q.rows == pytest.approx(900)
+    assert q.attainment == pytest.approx(0.45)
+    p50 = q.quantile(0.5)
+    assert p50 is not None and 1.05 <= p50 <= 1.05 * 1.02
+    # a burst's rows are read the same way: 2 s at twice the rate, all read by 10 s
+    burst = filter_query(lag=0.4, bursts=(Burst(3.0, 2.0, 2.0),))
+    assert simulate([burst], Pool(1), Options(duration=10.5, warmup=1.5)).queries["a/filter"].rows == pytest.approx(1100)
+
+
 def test_warm_up_output_is_left_out() -> None:
     q = simulate([filter_query()], Pool(1), Options(duration=10.5, warmup=5.0)).queries["a/filter"]
     assert q.rows == pytest.approx(600)  # batches committed at 5.15 .. 10.15 s

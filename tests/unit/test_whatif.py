@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from sluice.cli.main import main
@@ -264,6 +265,26 @@ def test_a_local_cluster_recording_sizes_executors_on_its_machine_s_cores(tmp_pa
     report.write_text(report.read_text().replace('"priorities": true', '"priorities": false'))
     code, out, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "3", "--duration", "1m")
     assert code == 0 and "raised priorities" not in out, err  # the lane on, but no CAP_SYS_NICE
+
+
+def test_a_recording_s_source_lag_is_simulated(tmp_path: Path) -> None:
+    from sluice.cli.whatif import read_costs
+
+    report = tmp_path / "report.json"
+    figures = {}
+    for lag_ms in (0.0, 400.0):
+        costs = {"fixed_ms": 150.0, "per_row_us": 20.0, "commit_ms": 0.0, "input_rate": 200.0, "lag_ms": lag_ms}
+        report.write_text(json.dumps({"queries": {"payments/fraud-filter": {"costs": costs}}}))
+        assert read_costs(report, ["payments/fraud-filter"])["payments/fraud-filter"].lag == lag_ms / 1000
+        code, _, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "1", "--duration", "20s",
+                              "--warmup", "2s", "--out", str(tmp_path / str(lag_ms)))
+        assert code == 0, err
+        figures[lag_ms] = json.loads((tmp_path / str(lag_ms) / "simulate.json").read_text())["queries"]["payments/fraud-filter"]
+    # the 200 ms trigger's batches take 154 ms: rows 154-354 ms late, and 400 ms later with the lag
+    # (past the 500 ms SLA for most of them)
+    assert figures[0.0]["attainment"] == 1.0 and figures[400.0]["attainment"] < 0.5
+    # each quantile is reported up to 2% high (its bin): 2% of 654 ms and of 254 ms is at most 18 ms
+    assert figures[400.0]["p50_ms"] - figures[0.0]["p50_ms"] == pytest.approx(400, abs=18)
 
 
 def test_a_recording_s_cold_start_is_simulated_unless_no_cold_says_otherwise(tmp_path: Path) -> None:

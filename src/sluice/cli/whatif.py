@@ -75,6 +75,8 @@ class Recorded:
     run recorded its stage times."""
     cold: tuple[float, ...] = ()
     """Seconds its first batches with rows took (the report's `cold_ms`): a cold start."""
+    lag: float = 0.0
+    """Seconds after its production a row became readable (the report's `lag_ms`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +171,8 @@ def read_costs(path: Path, known: Sequence[str]) -> dict[str, Recorded]:
             work = (costs.driver_ms / 1000, costs.task_cpu_ms / 1000, costs.task_cpu_per_row_us / 1e6, costs.tasks or 1,
                     costs.task_run_ratio or 1.0)
         out[key] = Recorded(fixed, per_row, commit, rate, _number(entry.get("p99_ms"), 1000),
-                            _number(entry.get("attainment"), 1), work, _cold(path, key, entry.get("cold_ms", [])))
+                            _number(entry.get("attainment"), 1), work, _cold(path, key, entry.get("cold_ms", [])),
+                            costs.lag_ms / 1000)
     return out
 
 
@@ -270,6 +273,8 @@ def sim_queries(queries: Sequence[StreamingQuery], loads: Mapping[str, DeclaredL
             keys=load.keys if load else 100))
         if found is not None and not declared and found.cold:  # the recorded run's first batches
             out[-1] = replace(out[-1], cold=found.cold)
+        if found is not None and found.lag > 0:  # the recorded source's wait for its rows to be readable
+            out[-1] = replace(out[-1], lag=found.lag)
         if work is not None:  # the recorded run's work on the cores: the simulation shares them
             out[-1] = replace(out[-1], driver=work[0], task_fixed=work[1] * work[4], task_per_row=work[2] * work[4],
                               tasks=work[3])
