@@ -71,6 +71,10 @@ class BatchCosts(Answer):
     batches: int = Field(default=0, ge=0)
     interval_ms: float | None = None
     """The interval in force."""
+    spread: float | None = Field(default=None, ge=1, allow_inf_nan=False)
+    """How much its warm batches' costs vary beyond their rows: the 90th percentile of each one's
+    cost over the fitted cost of its rows, over the median of the same (None: fewer than 8 warm
+    batches). What-if draws each simulated batch's work from it."""
     worst_case_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """The interval rule's worst latency at that interval from these costs (`intervals.worst_case`),
     to hold against the measured p99 and maximum."""

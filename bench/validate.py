@@ -63,7 +63,28 @@ def table(root: Path) -> str:
     for model, oks in sorted(met.items()):
         lines.append(f"{model}: {sum(oks)} of {len(oks)} queries within {P99_GOAL:.0%} on p99 and "
                      f"{POINTS_GOAL:g} points on attainment")
-    return "\n".join(lines)
+    return "\n".join(lines + rule_table(root))
+
+
+def rule_table(root: Path) -> list[str]:
+    """The interval rule's worst case (`costs.worst_case_ms`, at the interval in force, from the
+    run's own costs) against the measured p99 and maximum, per query of each DIR/<scenario>/report.json
+    that records it (none before 2026-12-01)."""
+    rows = []
+    for report in sorted(root.glob("*/report.json")):
+        for key, entry in json.loads(report.read_text()).get("queries", {}).items():
+            worst = (entry.get("costs") or {}).get("worst_case_ms")
+            p99 = entry.get("p99_ms")
+            if worst is None or p99 is None:
+                continue
+            error = "-" if p99 <= 0 else format(worst / p99 - 1, "+.0%")
+            rows.append(f"{report.parent.name + '/' + key:48} {entry['costs'].get('interval_ms') or 0:>11.0f} "
+                        f"{worst:>10.0f} {p99:>9.0f} {error:>6} {entry.get('max_ms') or 0:>9.0f}")
+    if not rows:
+        return []
+    head = f"{'scenario/query':48} {'interval ms':>11} {'rule worst':>10} {'meas p99':>9} {'err':>6} {'rt max':>9}"
+    return ["", "the interval rule's worst case at the interval in force, from the run's own costs:", head,
+            "-" * len(head), *rows]
 
 
 def main(argv: list[str]) -> int:

@@ -58,6 +58,8 @@ class BatchTimeline:
     """Wall-clock time the batch's sink write completed (the gate's clock)."""
     latency: float | None = None
     """The batch's worst row latency, once its progress arrived."""
+    cold: bool = False
+    """One of its query's first batches with rows (a cold start's, `HostedQuery.cold_ms`)."""
     lag: float | None = None
     """Its oldest row's age at its trigger beyond the interval in force (`intervals.lag_of`)."""
 

@@ -138,13 +138,15 @@ class HostedQuery:
         if len(self.band_log) > BAND_LOG:
             del self.band_log[min(self.band_log)]
 
-    def batch_costs(self, since: float = 0.0) -> list[tuple[int, float]]:
-        """(input rows, seconds) of recent batches committed since `since`: each batch's own cost,
-        its trigger time without the offset commit and without its wait at the gate."""
+    def batch_costs(self, since: float = 0.0, warm: bool = False) -> list[tuple[int, float]]:
+        """(input rows, seconds) of recent batches committed since `since` (`warm`: not its cold
+        start's): each batch's own cost, its trigger time without the offset commit and without its
+        wait at the gate."""
         out = []
         for t in self.timelines.values():
             ms = t.durations_ms
-            if t.rows > 0 and "triggerExecution" in ms and t.committed is not None and t.committed >= since:
+            if t.rows > 0 and "triggerExecution" in ms and t.committed is not None and t.committed >= since \
+                    and not (warm and t.cold):
                 cost = ms["triggerExecution"] / 1000 - ms.get("commitOffsets", 0.0) / 1000 - t.gate_wait
                 out.append((int(t.rows), max(cost, 0.0)))
         return out
@@ -251,6 +253,8 @@ class HostedQuery:
             return BatchCosts(fixed_ms=round(found.fixed * 1000, 3), per_row_us=round(found.per_row * 1e6, 4),
                               commit_ms=round(found.commit * 1000, 3), queueing_ms=round(found.queueing * 1000, 3),
                               lag_ms=round(found.lag * 1000, 3),
+                              spread=None if (spread := intervals.spread(self.batch_costs(warm=True), found)) is None
+                              else round(spread, 3),
                               input_rate=round(found.rate, 3), batches=len(self.batch_costs()),
                               interval_ms=None if self.interval is None else round(self.interval * 1000, 1),
                               worst_case_ms=None if self.interval is None else round(

@@ -96,6 +96,7 @@ class Intake:
             timeline.rows += rows
             timeline.durations_ms = {k: float(v) for k, v in (progress.durationMs or {}).items()}
             if rows > 0 and len(hosted.cold_ms) < COLD_BATCHES:  # its cost as `batch_costs` takes it
+                timeline.cold = True
                 ms = timeline.durations_ms
                 hosted.cold_ms.append(round(max(ms.get("triggerExecution", 0.0) - ms.get("commitOffsets", 0.0)
                                                 - timeline.gate_wait * 1000, 0.0), 1))

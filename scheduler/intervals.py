@@ -159,6 +159,22 @@ def measured(batches: Sequence[tuple[int, float]], rate: float, queueing: float 
     return Costs(cost - per_row * rows, per_row, rate, queueing, commit, lag)
 
 
+SPREAD_BATCHES = 8
+"""The fewest batches whose costs' variation (`spread`) is taken as known."""
+
+
+def spread(batches: Sequence[tuple[int, float]], costs: Costs) -> float | None:
+    """How much the batches' costs vary beyond what their rows explain: the 90th percentile of
+    cost over `costs`' fitted cost of its rows, over their median (nearest ranks), at least 1;
+    None below `SPREAD_BATCHES` batches or without a cost to divide by."""
+    ratios = sorted(c / fitted for r, c in batches if (fitted := costs.fixed + costs.per_row * r) > 0)
+    if len(ratios) < SPREAD_BATCHES:
+        return None
+    top = len(ratios) - 1
+    median, p90 = ratios[round(0.5 * top)], ratios[round(0.9 * top)]
+    return max(p90 / median, 1.0) if median > 0 else None
+
+
 def first(sla: float, costs: Costs, delay: float | None = None) -> Choice:
     """The interval a query starts with, before its batches are measured: `choose`, at most the
     larger of START_CAP and START_SHARE of the SLA."""

@@ -41,6 +41,8 @@ from __future__ import annotations
 import gc
 import heapq
 import math
+import random
+import zlib
 from collections import defaultdict, deque
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
@@ -70,6 +72,8 @@ BIN = math.log(1.02)
 BIN_FLOOR = 1e-3
 """Seconds: latencies below it share the first bin."""
 GRID_MASSES = tuple(zip(GRID, MASSES, strict=True))
+Z90 = 1.2815515655446004
+"""The standard normal's 90th percentile: a log-normal of median 1 and 90th percentile s has sigma ln(s) / Z90."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +116,11 @@ class SimQuery:
     """Seconds a task spends off the CPU (state-store and shuffle writes, fetches) for each second
     of its CPU (with `driver`): after its tasks' CPU the batch waits that long without taking a
     core (`--model cores-wait`)."""
+    spread: float = 1.0
+    """How much its batches' costs vary beyond their rows: a recording's `costs.spread` (the 90th
+    percentile of each warm batch's cost over the fitted cost of its rows, over the median). Above
+    1 each batch's work is its steady work times a factor drawn, seeded by the query's key, from a
+    log-normal of median 1 and this 90th percentile."""
     lag: float = 0.0
     """Seconds after its production a row becomes readable (a recording's `lag_ms`: a `rate`
     source's whole seconds, a producer's batching): a trigger reads the rows produced up to its
@@ -126,24 +135,25 @@ class SimQuery:
     def goal(self) -> float:
         return CRITICAL_GOAL if self.critical else GOAL
 
-    def work(self, rows: float) -> Job:
-        """A batch of `rows` as work on the cores."""
+    def work(self, rows: float, factor: float = 1.0) -> Job:
+        """A batch of `rows` as work on the cores (`factor`: this batch's draw of `spread`)."""
         if self.driver is None:
-            return Job(self.key, 0.0, self.fixed + self.per_row * rows, 1)
-        return Job(self.key, self.driver, self.task_fixed + self.task_per_row * rows, max(self.tasks, 1))
+            return Job(self.key, 0.0, (self.fixed + self.per_row * rows) * factor, 1)
+        return Job(self.key, self.driver * factor, (self.task_fixed + self.task_per_row * rows) * factor,
+                   max(self.tasks, 1))
 
-    def alone(self, rows: float) -> float:
+    def alone(self, rows: float, factor: float = 1.0) -> float:
         """Seconds a batch of `rows` takes with every thread on a core of its own (`work`'s driver
         phase, then its tasks side by side, then their time off the CPU)."""
         if self.driver is None:
-            return self.fixed + self.per_row * rows
-        return self.driver + (self.task_fixed + self.task_per_row * rows) / max(self.tasks, 1) * (1.0 + self.off_cpu)
+            return (self.fixed + self.per_row * rows) * factor
+        return (self.driver + (self.task_fixed + self.task_per_row * rows) / max(self.tasks, 1) * (1.0 + self.off_cpu)) * factor
 
-    def waits(self, rows: float) -> float:
+    def waits(self, rows: float, factor: float = 1.0) -> float:
         """Seconds a batch of `rows` spends off the CPU after its work on the cores (no core taken)."""
         if self.driver is None or self.off_cpu <= 0:
             return 0.0
-        return (self.task_fixed + self.task_per_row * rows) / max(self.tasks, 1) * self.off_cpu
+        return (self.task_fixed + self.task_per_row * rows) / max(self.tasks, 1) * self.off_cpu * factor
 
     def produced(self, t: float) -> float:
         """Rows produced by simulated time t (the load generator's integral: `LoadPlan.expected`)."""
@@ -353,6 +363,8 @@ class _Batch:
     """Seconds from its grant to the end of its work (its action)."""
     cold: float = 0.0
     """Seconds it takes at least (a cold start's, `SimQuery.cold`)."""
+    factor: float = 1.0
+    """Its work's draw of the query's `spread`."""
 
 
 @dataclass(slots=True)
@@ -378,6 +390,8 @@ class _State:
     """Input rate of the last batch (Spark's inputRowsPerSecond)."""
     granted: int = 0
     """Batches granted so far (the first `len(query.cold)` take their cold start's time)."""
+    draws: random.Random | None = None
+    """The factors of its batches' work (`SimQuery.spread` above 1), seeded by its key."""
 
 
 _TRIGGER, _DONE, _DISPATCH, _CHECK, _WORKED = 0, 1, 2, 3, 4
@@ -426,8 +440,12 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
             raise ValueError(f"query {query.key}: the SLA must be above zero and rates and costs not negative")
         if query.window is not None and query.window <= 0:
             raise ValueError(f"query {query.key}: a window must be longer than zero")
+        if query.spread < 1:
+            raise ValueError(f"query {query.key}: the spread of its batches' times is at least 1 (a 90th percentile over a median)")
         interval, reason = first_interval(query)
         states[query.key] = _State(query, index, interval, reason)
+        if query.spread > 1:
+            states[query.key].draws = random.Random(zlib.crc32(query.key.encode()))
         results[query.key] = QueryResult(query.key, query.sla, query.goal, interval=interval, reason=reason)
         scheduler.register(QuerySpec(query.key, query.tenant, query.sla, query.weight, query.window, query.delay,
                                      critical=query.critical))
@@ -456,11 +474,13 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
             if state.granted < len(query.cold):
                 batch.cold = query.cold[state.granted]
             state.granted += 1
+            if state.draws is not None:
+                batch.factor = state.draws.lognormvariate(0.0, math.log(query.spread) / Z90)
             if shared is None:  # no thread ever shares a core: the batch runs at full speed
-                batch.cost = max(query.alone(batch.rows), batch.cold)
+                batch.cost = max(query.alone(batch.rows, batch.factor), batch.cold)
                 push(now + batch.cost + query.commit, _DONE, grant.query, state.generation)
             else:
-                job = query.work(batch.rows)
+                job = query.work(batch.rows, batch.factor)
                 shared.start(now, replace(job, urgent=True) if grant.band in urgent else job)
                 share(now)
         until = scheduler.hold_until
@@ -484,7 +504,7 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
             state = states[job.key]
             batch = state.batch
             assert batch is not None and batch.granted is not None
-            off = state.query.waits(batch.rows) if state.query.off_cpu > 0 else 0.0
+            off = state.query.waits(batch.rows, batch.factor) if state.query.off_cpu > 0 else 0.0
             off = max(off, batch.granted + batch.cold - now)  # a cold start's time beyond its work
             batch.cost = now + off - batch.granted
             push(now + off + state.query.commit, _DONE, job.key, state.generation)

@@ -38,6 +38,11 @@ def test_the_table_counts_the_queries_within_the_goal(tmp_path: Path) -> None:
     text = table(tmp_path)
     assert "cores: 1 of 1 queries within 25% on p99" in text
     assert "slots: 0 of 1 queries within 25% on p99" in text
+    assert "interval rule" not in text  # no report records the rule's worst case
+    (tmp_path / "burst" / "report.json").write_text(json.dumps({"queries": {"a/f": {
+        "p99_ms": 800.0, "max_ms": 950.0, "costs": {"interval_ms": 200.0, "worst_case_ms": 600.0}}}}))
+    rule = table(tmp_path).split("the interval rule's worst case")[1].splitlines()[-1].split()
+    assert rule == ["burst/a/f", "200", "600", "800", "-25%", "950"]
     assert main(["only-one"]) == 2
 
 

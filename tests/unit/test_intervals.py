@@ -15,6 +15,7 @@ from sluice.scheduler.intervals import (
     measured,
     next_interval,
     source_lag,
+    spread,
     worst_case,
 )
 
@@ -64,6 +65,18 @@ def test_a_batch_s_lag_is_its_oldest_row_s_age_beyond_the_interval_and_the_rule_
     assert source_lag([0.1 * i for i in range(10, -1, -1)]) == pytest.approx(0.9)
     costs = measured([(100, 0.2)] * 3, 100.0, 0.0, 0.01, lag=0.3)
     assert costs is not None and costs.lag == 0.3
+
+
+def test_the_spread_is_the_90th_percentile_of_cost_over_the_fit_over_the_median() -> None:
+    line = Costs(0.1, 1e-3, 100)  # a batch of r rows is fitted at 0.1 + 0.001 r s
+    # ten batches of 100 rows (0.2 s fitted), costing 0.2 s x 1.0, 1.0, 1.1, ..., 1.5, 2.0, 3.0
+    factors = [1.0, 1.0, 1.1, 1.1, 1.2, 1.2, 1.3, 1.5, 2.0, 3.0]
+    batches = [(100, 0.2 * f) for f in factors]
+    # nearest ranks of 10: the median is index 4 (x1.2), the 90th percentile index 8 (x2.0)
+    assert spread(batches, line) == pytest.approx(2.0 / 1.2)
+    # a batch of more rows that costs what its rows say adds no spread: 1,000 rows fitted at 1.1 s
+    assert spread([(1000, 1.1)] * 4 + [(100, 0.2)] * 4, line) == pytest.approx(1.0)
+    assert spread(batches[:7], line) is None  # too few batches to say
 
 
 def test_a_loose_sla_batches_rarely_and_a_tight_one_often() -> None:

@@ -45,6 +45,22 @@ def test_a_source_s_lag_delays_every_row_by_it() -> None:
     assert simulate([burst], Pool(1), Options(duration=10.5, warmup=1.5)).queries["a/filter"].rows == pytest.approx(1100)
 
 
+def test_a_spread_varies_each_batch_s_work_reproducibly_around_its_steady_work() -> None:
+    steady = filter_query(fixed=0.3, sla=2.0)
+    varied = filter_query(fixed=0.3, sla=2.0, spread=2.0)
+    base = simulate([steady], Pool(1), Options(duration=300)).queries["a/filter"]
+    first = simulate([varied], Pool(1), Options(duration=300)).queries["a/filter"]
+    again = simulate([varied], Pool(1), Options(duration=300)).queries["a/filter"]
+    assert first.json() == again.json()  # seeded by the query's key
+    # each batch's 0.3 s times a log-normal factor of median 1 and 90th percentile 2: about one in ten
+    # batches takes over 0.6 s, and the worst of 300 over 1.2 s (the 99.7th percentile is 2.3x)
+    p50, p99, p99_base = first.quantile(0.5), first.quantile(0.99), base.quantile(0.99)
+    assert p50 is not None and p99 is not None and p99_base is not None
+    assert p99 > p99_base + 0.3 and abs(p50 - (base.quantile(0.5) or 0)) < 0.15
+    with pytest.raises(ValueError, match="spread"):
+        simulate([filter_query(spread=0.5)], Pool(1), Options(duration=10))
+
+
 def test_warm_up_output_is_left_out() -> None:
     q = simulate([filter_query()], Pool(1), Options(duration=10.5, warmup=5.0)).queries["a/filter"]
     assert q.rows == pytest.approx(600)  # batches committed at 5.15 .. 10.15 s

@@ -276,6 +276,7 @@ def test_a_recording_s_source_lag_is_simulated(tmp_path: Path) -> None:
         costs = {"fixed_ms": 150.0, "per_row_us": 20.0, "commit_ms": 0.0, "input_rate": 200.0, "lag_ms": lag_ms}
         report.write_text(json.dumps({"queries": {"payments/fraud-filter": {"costs": costs}}}))
         assert read_costs(report, ["payments/fraud-filter"])["payments/fraud-filter"].lag == lag_ms / 1000
+        assert read_costs(report, ["payments/fraud-filter"])["payments/fraud-filter"].spread == 1.0  # not recorded
         code, _, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "1", "--duration", "20s",
                               "--warmup", "2s", "--out", str(tmp_path / str(lag_ms)))
         assert code == 0, err
@@ -285,6 +286,28 @@ def test_a_recording_s_source_lag_is_simulated(tmp_path: Path) -> None:
     assert figures[0.0]["attainment"] == 1.0 and figures[400.0]["attainment"] < 0.5
     # each quantile is reported up to 2% high (its bin): 2% of 654 ms and of 254 ms is at most 18 ms
     assert figures[400.0]["p50_ms"] - figures[0.0]["p50_ms"] == pytest.approx(400, abs=18)
+
+
+def test_a_recording_s_spread_is_simulated_unless_no_spread_says_otherwise(tmp_path: Path) -> None:
+    from sluice.cli.whatif import read_costs
+
+    report = tmp_path / "report.json"
+    costs = {"fixed_ms": 150.0, "per_row_us": 20.0, "commit_ms": 0.0, "input_rate": 200.0, "spread": 3.0}
+    report.write_text(json.dumps({"queries": {"payments/fraud-filter": {"costs": costs}}}))
+    assert read_costs(report, ["payments/fraud-filter"])["payments/fraud-filter"].spread == 3.0
+    figures = {}
+    for flag in ("--spread", "--no-spread"):
+        code, _, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "1", "--duration", "60s",
+                              "--warmup", "2s", flag, "--out", str(tmp_path / flag))
+        assert code == 0, err
+        figures[flag] = json.loads((tmp_path / flag / "simulate.json").read_text())["queries"]["payments/fraud-filter"]
+    # steady, each 154 ms batch of the 200 ms trigger keeps up; one batch in ten above 3x that does not
+    assert figures["--spread"]["p99_ms"] > figures["--no-spread"]["p99_ms"] + 150
+    costs["spread"] = 0.5
+    report.write_text(json.dumps({"queries": {"payments/fraud-filter": {"costs": costs}}}))
+    code, _, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "1")
+    assert code == 1 and "queries.payments/fraud-filter.costs.spread must be a number of at least 1" in err, err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_a_recording_s_cold_start_is_simulated_unless_no_cold_says_otherwise(tmp_path: Path) -> None:

@@ -404,6 +404,9 @@ def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
         click.option("--cold/--no-cold", default=True, show_default=True,
                      help="A recording's first batches with rows take at least the time they took there "
                           "(`cold_ms`: a cold start and the backlog it leaves); --no-cold: their steady costs."),
+        click.option("--spread/--no-spread", default=True, show_default=True,
+                     help="Each batch's work varies as a recording's batch times did (their 90th percentile "
+                          "over their median, drawn log-normal, seeded); --no-spread: every batch its steady work."),
         click.option("--lag/--no-lag", default=True, show_default=True,
                      help="A recording's rows become readable as late after their production as they did there "
                           "(`lag_ms`: a `rate` source's whole seconds, a producer's batching); --no-lag: at once."),
@@ -449,7 +452,8 @@ class _WhatIf(NamedTuple):
 def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | None, rates: str | None,
                    cores: int | None, policy: str | None, duration: str | None, warmup: str | None,
                    timeline: bool = False, model: str = "cores", other_cores: float | None = None,
-                   cold: bool = True, host_cores: float | None = None, lag: bool = True) -> _WhatIf:
+                   cold: bool = True, host_cores: float | None = None, lag: bool = True,
+                   spread: bool = True) -> _WhatIf:
     """The simulation's queries, cores per executor, policy, the recording's figures and the
     simulated span; exits 1 with one sentence on bad input. Without --cores-per-executor or a
     pool, a recording's cores (one local-mode executor with all of them) set the slots per
@@ -476,6 +480,8 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
             recorded = {key: replace(found, cold=()) for key, found in recorded.items()}
         if not lag:
             recorded = {key: replace(found, lag=0.0) for key, found in recorded.items()}
+        if not spread:
+            recorded = {key: replace(found, spread=1.0) for key, found in recorded.items()}
         if model == "slots":  # each batch one slot for its wall time, on one slot a core
             recorded = {key: replace(found, work=None) for key, found in recorded.items()}
             setup = None if setup is None else whatif.Setup(setup.cores)
@@ -513,7 +519,7 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
 @click.option("--out", type=click.Path(file_okay=False), help="Also write simulate.json, summary.txt and simulate.png here.")
 def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, cores: int | None, costs: str | None,
              rates: str | None, duration: str | None, warmup: str | None, policy: str | None, model: str,
-             other_cores: float | None, cold: bool, host_cores: float | None, lag: bool, executors: int,
+             other_cores: float | None, cold: bool, host_cores: float | None, spread: bool, lag: bool, executors: int,
              out: str | None) -> None:
     """Predict each query's p50, p99 and SLA attainment in one pool before deploying (a simulation)."""
     from sluice.cli import whatif
@@ -521,7 +527,7 @@ def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None
 
     inputs = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy, duration, warmup,
                             timeline=out is not None, model=model, other_cores=other_cores, cold=cold,
-                            host_cores=host_cores, lag=lag)
+                            host_cores=host_cores, lag=lag, spread=spread)
     queries, recorded, options = inputs.queries, inputs.recorded, inputs.options
     click.echo(f"simulating {len(queries)} queries on {executors} executor(s) for {options.duration:g}s of pool time ...",
                err=True)
@@ -546,7 +552,8 @@ def simulate(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None
                    "and each simulated count's worst query.")
 def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, cores: int | None, costs: str | None,
          rates: str | None, duration: str | None, warmup: str | None, policy: str | None, model: str,
-         other_cores: float | None, cold: bool, host_cores: float | None, lag: bool, max_executors: int,
+         other_cores: float | None, cold: bool, host_cores: float | None, spread: bool, lag: bool,
+         max_executors: int,
          utilization: float, out: str | None) -> None:
     """The fewest executors that keep every SLA (simulated), beside DS2's count that sustains the rates."""
     import json
@@ -557,7 +564,7 @@ def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, co
     from sluice.scheduler.simulate import size as search
 
     inputs = _whatif_inputs((*files, *more), scenario, costs, rates, cores, policy, duration, warmup, model=model,
-                            other_cores=other_cores, cold=cold, host_cores=host_cores, lag=lag)
+                            other_cores=other_cores, cold=cold, host_cores=host_cores, lag=lag, spread=spread)
     queries, per_executor, options = inputs.queries, inputs.cores, inputs.options
     ds2, why = ds2_executors(queries, per_executor, utilization)
     def step(n: int, result: SimResult) -> None:  # progress: one line per simulated pool, as it is made

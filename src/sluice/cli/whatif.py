@@ -77,6 +77,8 @@ class Recorded:
     """Seconds its first batches with rows took (the report's `cold_ms`): a cold start."""
     lag: float = 0.0
     """Seconds after its production a row became readable (the report's `lag_ms`)."""
+    spread: float = 1.0
+    """How much its warm batches' costs varied beyond their rows (the report's `costs.spread`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +174,7 @@ def read_costs(path: Path, known: Sequence[str]) -> dict[str, Recorded]:
                     costs.task_run_ratio or 1.0)
         out[key] = Recorded(fixed, per_row, commit, rate, _number(entry.get("p99_ms"), 1000),
                             _number(entry.get("attainment"), 1), work, _cold(path, key, entry.get("cold_ms", [])),
-                            costs.lag_ms / 1000)
+                            costs.lag_ms / 1000, costs.spread or 1.0)
     return out
 
 
@@ -188,6 +190,9 @@ def _costs_problem(path: Path, key: str, error: ValidationError) -> str:
     """One sentence for the first problem of a report's costs (`api.runtime.BatchCosts`, as `sluice run` writes them)."""
     first = error.errors()[0]
     where = f"{path}: queries.{key}.costs"
+    if tuple(first["loc"]) == ("spread",):
+        return (f"{where}.spread must be a number of at least 1 (a 90th percentile over a median); record the "
+                "costs again with `sluice run --report` or remove it.")
     if first["type"] in ("greater_than_equal", "finite_number"):
         return (f"{where} has a negative or non-finite figure ({'.'.join(map(str, first['loc']))}); costs and rates "
                 "are milliseconds, microseconds and rows per second, zero or more.")
@@ -275,6 +280,8 @@ def sim_queries(queries: Sequence[StreamingQuery], loads: Mapping[str, DeclaredL
             out[-1] = replace(out[-1], cold=found.cold)
         if found is not None and found.lag > 0:  # the recorded source's wait for its rows to be readable
             out[-1] = replace(out[-1], lag=found.lag)
+        if found is not None and not declared and found.spread > 1:  # the recorded batches' variation
+            out[-1] = replace(out[-1], spread=found.spread)
         if work is not None:  # the recorded run's work on the cores: the simulation shares them
             out[-1] = replace(out[-1], driver=work[0], task_fixed=work[1] * work[4], task_per_row=work[2] * work[4],
                               tasks=work[3])
