@@ -21,7 +21,8 @@ limits are plain:
   for its cost.
 - **Triggers** (Spark's processing-time trigger). A batch starts at its predecessor's start plus
   the interval, or at once when the predecessor ran past that; it reads every row produced up to
-  its start. A stateless query skips a trigger that finds no rows. After its action the batch
+  its start less the source's lag (`SimQuery.lag`: 0 on Kafka, up to a second on a `rate`
+  source). A recorded spread (`SimQuery.spread`) varies each batch's work around its steady work. A stateless query skips a trigger that finds no rows. After its action the batch
   commits its offsets (`commit`), and only then is its output delivered.
 - **Windows** (tumbling, event time = production time, as the benchmark's load writes it). A
   batch's watermark is the newest event the batches before it read, less the delay; the batch
