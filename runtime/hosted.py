@@ -244,18 +244,19 @@ class HostedQuery:
     def costs(self, paths: list[Traced] | None = None) -> BatchCosts | None:
         """The batches' fixed and per-row cost, commit and input rate, as the interval choice
         measures them; None before 3 measured batches."""
-        found = intervals.measured(self.batch_costs(), self.input_rate, self.recent_gate_wait(), self.recent_commit(),
+        batches = self.batch_costs()
+        found = intervals.measured(batches, self.input_rate, self.recent_gate_wait(), self.recent_commit(),
                                    self.recent_lag() or 0.0)
         if found is None:
             return None
         work = fit_work(self.work_samples(self.paths() if paths is None else paths))
+        spread = intervals.spread(self.batch_costs(warm=True), found)
         try:
             return BatchCosts(fixed_ms=round(found.fixed * 1000, 3), per_row_us=round(found.per_row * 1e6, 4),
                               commit_ms=round(found.commit * 1000, 3), queueing_ms=round(found.queueing * 1000, 3),
                               lag_ms=round(found.lag * 1000, 3),
-                              spread=None if (spread := intervals.spread(self.batch_costs(warm=True), found)) is None
-                              else round(spread, 3),
-                              input_rate=round(found.rate, 3), batches=len(self.batch_costs()),
+                              spread=None if spread is None else round(spread, 3),
+                              input_rate=round(found.rate, 3), batches=len(batches),
                               interval_ms=None if self.interval is None else round(self.interval * 1000, 1),
                               worst_case_ms=None if self.interval is None else round(
                                   intervals.worst_case(self.interval, found, self.delay) * 1000, 1),

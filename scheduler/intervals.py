@@ -43,7 +43,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .costs import fit_line
+from .costs import fit_line, ranked_quantile
 
 MIN_INTERVAL = 0.2
 """Seconds: the smallest trigger that keeps up with Spark's fixed per-batch cost here."""
@@ -131,10 +131,7 @@ def lag_of(trigger: float, oldest: float | None, interval: float, overrun: float
 
 def source_lag(lags: Sequence[float]) -> float | None:
     """The lag the rule takes from recent batches' (`LAG_QUANTILE`, nearest rank); None: none."""
-    if not lags:
-        return None
-    ordered = sorted(lags)
-    return ordered[min(len(ordered) - 1, round(LAG_QUANTILE * (len(ordered) - 1)))]
+    return ranked_quantile(sorted(lags), LAG_QUANTILE) if lags else None
 
 
 def measured(batches: Sequence[tuple[int, float]], rate: float, queueing: float = 0.0, commit: float = 0.0,
@@ -170,9 +167,8 @@ def spread(batches: Sequence[tuple[int, float]], costs: Costs) -> float | None:
     ratios = sorted(c / fitted for r, c in batches if (fitted := costs.fixed + costs.per_row * r) > 0)
     if len(ratios) < SPREAD_BATCHES:
         return None
-    top = len(ratios) - 1
-    median, p90 = ratios[round(0.5 * top)], ratios[round(0.9 * top)]
-    return max(p90 / median, 1.0) if median > 0 else None
+    median = ranked_quantile(ratios, 0.5)
+    return max(ranked_quantile(ratios, 0.9) / median, 1.0) if median > 0 else None
 
 
 def first(sla: float, costs: Costs, delay: float | None = None) -> Choice:

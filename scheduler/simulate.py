@@ -43,6 +43,7 @@ import gc
 import heapq
 import math
 import random
+import statistics
 import zlib
 from collections import defaultdict, deque
 from collections.abc import Callable, Collection, Sequence
@@ -73,7 +74,7 @@ BIN = math.log(1.02)
 BIN_FLOOR = 1e-3
 """Seconds: latencies below it share the first bin."""
 GRID_MASSES = tuple(zip(GRID, MASSES, strict=True))
-Z90 = 1.2815515655446004
+Z90 = statistics.NormalDist().inv_cdf(0.9)
 """The standard normal's 90th percentile: a log-normal of median 1 and 90th percentile s has sigma ln(s) / Z90."""
 
 
@@ -393,6 +394,8 @@ class _State:
     """Batches granted so far (the first `len(query.cold)` take their cold start's time)."""
     draws: random.Random | None = None
     """The factors of its batches' work (`SimQuery.spread` above 1), seeded by its key."""
+    sigma: float = 0.0
+    """The log-normal's sigma of those factors: ln(spread) / Z90."""
 
 
 _TRIGGER, _DONE, _DISPATCH, _CHECK, _WORKED = 0, 1, 2, 3, 4
@@ -447,6 +450,7 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
         states[query.key] = _State(query, index, interval, reason)
         if query.spread > 1:
             states[query.key].draws = random.Random(zlib.crc32(query.key.encode()))
+            states[query.key].sigma = math.log(query.spread) / Z90
         results[query.key] = QueryResult(query.key, query.sla, query.goal, interval=interval, reason=reason)
         scheduler.register(QuerySpec(query.key, query.tenant, query.sla, query.weight, query.window, query.delay,
                                      critical=query.critical))
@@ -476,7 +480,7 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
                 batch.cold = query.cold[state.granted]
             state.granted += 1
             if state.draws is not None:
-                batch.factor = state.draws.lognormvariate(0.0, math.log(query.spread) / Z90)
+                batch.factor = state.draws.lognormvariate(0.0, state.sigma)
             if shared is None:  # no thread ever shares a core: the batch runs at full speed
                 batch.cost = max(query.alone(batch.rows, batch.factor), batch.cold)
                 push(now + batch.cost + query.commit, _DONE, grant.query, state.generation)
