@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 
 CHECKOV := .venv-checkov/bin/checkov
 
-.PHONY: demo test lint typecheck unit bench-check cluster-bins checkov crds clean
+.PHONY: demo test lint typecheck unit bench-check cluster-bins checkov crds clean compile
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Sluice needs Python 3.11 or newer as '$(PYTHON)'; set PYTHON=python3.11."; exit 1; }
@@ -16,8 +16,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,scheduler,operator,runtime]'
 	@touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(STAMP) compile
 	$(BIN)/sluice demo
+
+# The scheduler core and the what-if simulation compiled with mypyc (src/sluice/compiled.py): the
+# same code about 1.4x faster. Rebuilt when a scheduler source changes; where it cannot be built
+# (no C compiler) everything runs interpreted, as it does when a source is newer than the build.
+CORE := scheduler/mypyc-build.json
+$(CORE): $(STAMP) $(wildcard scheduler/*.py) src/sluice/compiled.py
+	@$(BIN)/python -m sluice.compiled > $(VENV)/compile.log 2>&1 && tail -n 1 $(VENV)/compile.log \
+	  || echo "The scheduler core stays interpreted: mypyc could not build it (see $(VENV)/compile.log)."
+
+compile: $(CORE)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -41,7 +51,7 @@ $(CHECKOV): tests/checkov/requirements.txt
 
 checkov: $(CHECKOV)
 
-test: $(STAMP) lint typecheck cluster-bins $(CHECKOV)
+test: $(STAMP) compile lint typecheck cluster-bins $(CHECKOV)
 	$(BIN)/pytest
 
 unit: $(STAMP)
@@ -57,4 +67,4 @@ crds: $(STAMP)
 	$(BIN)/sluice reference > docs/reference.md
 
 clean:
-	rm -rf $(VENV) .venv-checkov .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-checkov .mypy_cache .pytest_cache .ruff_cache $(CORE) scheduler/*.so src/*__mypyc*.so

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sluice.compiled import compiled
 from sluice.operator.autoscaler import ds2_executors
 from sluice.operator.sla_sizing import rounded, sized, span
 from sluice.scheduler.simulate import Options as SimOptions
@@ -88,6 +89,8 @@ def sizing(queries: int, options: Options) -> dict[str, Any]:
 
 def run(options: Options, out: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
     steps = []
+    native = compiled()
+    log(f"the scheduler core and the simulation: {'compiled (mypyc)' if native else 'interpreted (make compile builds them)'}")
     for n in options.counts:
         log(f"simulating {n:,} queries for {options.duration:g} simulated seconds ...")
         steps.append(step(n, options))
@@ -97,18 +100,18 @@ def run(options: Options, out: Path, log: Callable[[str], None] = print) -> dict
         log(f"sizing a pool of {options.sizing:,} queries as the operator does each sync ...")
         timed = sizing(options.sizing, options)
         log(f"  {timed['wall_s']} s wall, {timed['simulations']} simulations")
-    result = {"steps": steps, "sizing": timed,
+    result = {"steps": steps, "sizing": timed, "compiled": native,
               "goal": {"wall_s_at_10000": GOAL_SECONDS, "decision_us": GOAL_DECISION_US},
               "options": {"counts": list(options.counts), "per_tenant": options.per_tenant,
                           "duration": options.duration, "seed": options.seed, "sizing": options.sizing}}
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-    (out / "summary.txt").write_text(render(steps, timed) + "\n")
+    (out / "summary.txt").write_text(render(steps, timed, native) + "\n")
     plot(steps, out / "simulate.png")
     return result
 
 
-def render(steps: Sequence[dict[str, Any]], timed: dict[str, Any] | None = None) -> str:
+def render(steps: Sequence[dict[str, Any]], timed: dict[str, Any] | None = None, core: bool | None = None) -> str:
     head = (f"{'queries':>8} {'tenants':>8} {'executors':>9} {'batches':>10} {'wall s':>8} {'x sim speed':>11} "
             f"{'µs/decision':>11} {'SLAs kept':>9}")
     lines = [head, "-" * len(head)]
@@ -118,6 +121,8 @@ def render(steps: Sequence[dict[str, Any]], timed: dict[str, Any] | None = None)
                      f"{'yes' if s['kept'] else 'no':>9}")
     lines.append(f"goals: 10,000 queries x 10 simulated minutes in <= {GOAL_SECONDS:.0f} s; "
                  f"<= {GOAL_DECISION_US:.0f} µs a decision")
+    if core is not None:
+        lines.append(f"the scheduler core and the simulation ran {'compiled with mypyc' if core else 'interpreted'}")
     if timed is not None:
         lines.append(f"the operator's SLA-aware sizing of {timed['queries']:,} queries (each pool sync whose "
                      f"measurements moved): {timed['wall_s']:.1f} s, {timed['simulations']} simulations of "

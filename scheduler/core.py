@@ -215,6 +215,8 @@ class Scheduler:
         """(expiry, query, first batch id) of granted slots; stale entries are skipped lazily."""
         self._seq = itertools.count()
         self.in_flight = 0
+        self.dispatches = 0
+        """`dispatch` calls so far (how often the scheduler looked for a batch to grant)."""
         self.reserved = 0
         """Slots held by Real-time queries (`QuerySpec.reserved_slots`), summed."""
         self.hold_until: float | None = None
@@ -334,6 +336,7 @@ class Scheduler:
     def dispatch(self, now: float) -> list[Grant]:
         """Grant pending batches in policy order while slots are free (holding those an urgent
         arrival predicted within their cost would otherwise find the cores taken by)."""
+        self.dispatches += 1
         self._expire(now)
         held = self._held
         while held and held[0][0] <= now:  # holds whose predicted arrival has passed

@@ -1285,7 +1285,7 @@ def bench_simulate(counts: str, per_tenant: int, duration: float, out: str, sizi
     options = simulate_bench.Options(counts=_counts(counts, "--counts"), per_tenant=per_tenant,
                                      duration=duration, sizing=sizing)
     result = simulate_bench.run(options, Path(out), log=lambda m: click.echo(m, err=True))
-    _print_result(as_json, result, simulate_bench.render(result["steps"], result["sizing"]))
+    _print_result(as_json, result, simulate_bench.render(result["steps"], result["sizing"], result["compiled"]))
     click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/simulate.png", err=True)
 
 
