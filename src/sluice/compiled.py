@@ -87,7 +87,8 @@ class Sources(importlib.abc.MetaPathFinder):
 def guard(package: str = PACKAGE, folder: Path = FOLDER, modules: Sequence[str] = MODULES) -> bool:
     """Bypass a stale build, or any with `SLUICE_INTERPRETED` set (see the module's docstring);
     True if one was bypassed."""
-    if not (extensions(folder, modules) and os.environ.get(INTERPRETED)) and not stale(folder, modules):
+    forced = bool(os.environ.get(INTERPRETED)) and bool(extensions(folder, modules))
+    if not forced and not stale(folder, modules):
         return False
     if not any(isinstance(f, Sources) and f.names.keys() >= {f"{package}.{m}" for m in modules}
                for f in sys.meta_path):
