@@ -22,7 +22,8 @@ limits are plain:
 - **Triggers** (Spark's processing-time trigger). A batch starts at its predecessor's start plus
   the interval, or at once when the predecessor ran past that; it reads every row produced up to
   its start less the source's lag (`SimQuery.lag`: 0 on Kafka, up to a second on a `rate`
-  source). A recorded spread (`SimQuery.spread`) varies each batch's work around its steady work. A stateless query skips a trigger that finds no rows. After its action the batch
+  source). A recorded spread (`SimQuery.spread`) varies each batch's work around its steady
+  work. A stateless query skips a trigger that finds no rows. After its action the batch
   commits its offsets (`commit`), and only then is its output delivered.
 - **Windows** (tumbling, event time = production time, as the benchmark's load writes it). A
   batch's watermark is the newest event the batches before it read, less the delay; the batch
@@ -447,10 +448,10 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
         if query.spread < 1:
             raise ValueError(f"query {query.key}: the spread of its batches' times is at least 1 (a 90th percentile over a median)")
         interval, reason = first_interval(query)
-        states[query.key] = _State(query, index, interval, reason)
+        state = states[query.key] = _State(query, index, interval, reason)
         if query.spread > 1:
-            states[query.key].draws = random.Random(zlib.crc32(query.key.encode()))
-            states[query.key].sigma = math.log(query.spread) / Z90
+            state.draws = random.Random(zlib.crc32(query.key.encode()))
+            state.sigma = math.log(query.spread) / Z90
         results[query.key] = QueryResult(query.key, query.sla, query.goal, interval=interval, reason=reason)
         scheduler.register(QuerySpec(query.key, query.tenant, query.sla, query.weight, query.window, query.delay,
                                      critical=query.critical))
