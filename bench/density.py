@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sluice.api.constants import API_VERSION, RUNTIME_CAPACITY
+from sluice.api.constants import API_VERSION, CRITICAL_LANE, RUNTIME_CAPACITY
 from sluice.operator.runtime_client import RuntimeUnreachable
 from sluice.runtime.session import exit_text
 
@@ -55,6 +55,8 @@ class Options:
     """Spark settings (KEY=VALUE) for the shared pool's runtime."""
     capacity: int = RUNTIME_CAPACITY
     """The shared pool's scheduler capacity: batches granted at once."""
+    critical_lane: int = CRITICAL_LANE
+    """Its slots beyond the capacity that only critical queries' batches take."""
 
 
 def is_critical(i: int) -> bool:
@@ -215,7 +217,8 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
     from sluice.bench.scheduler import core_decision_seconds
     from sluice.testing.runtime_process import RuntimeProcess
 
-    runtime = RuntimeProcess(out / "shared", master="local[*]", conf=options.conf, capacity=options.capacity)
+    runtime = RuntimeProcess(out / "shared", master="local[*]", conf=options.conf, capacity=options.capacity,
+                             critical_lane=options.critical_lane)
     (out / "shared").mkdir(parents=True, exist_ok=True)
     runtime.start()
     load = Load(broker.bootstrap)
@@ -389,6 +392,9 @@ def render(result: dict[str, Any]) -> str:
     if (result.get("options") or {}).get("capacity", RUNTIME_CAPACITY) != RUNTIME_CAPACITY:
         lines.append(f"shared runtime's scheduler capacity: {result['options']['capacity']} batches at once "
                      f"(default {RUNTIME_CAPACITY})")
+    if (result.get("options") or {}).get("critical_lane", CRITICAL_LANE) != CRITICAL_LANE:
+        lines.append(f"shared runtime's critical lane: {result['options']['critical_lane']} slots "
+                     f"(default {CRITICAL_LANE})")
     if (result.get("options") or {}).get("conf"):
         lines.append(f"shared runtime's Spark settings besides the defaults: {', '.join(result['options']['conf'])}")
     return "\n".join(lines)

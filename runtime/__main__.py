@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from sluice.api.constants import CONTROL_PORT, DEFAULT_POLICY, POLICIES
+from sluice.api.constants import CONTROL_PORT, CRITICAL_LANE, DEFAULT_POLICY, POLICIES
 from sluice.scheduler.client import SchedulerClient
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--policy", default=os.environ.get("SLUICE_POLICY", DEFAULT_POLICY), choices=POLICIES,
                         help="for the in-process scheduler")
     parser.add_argument("--capacity", type=int, default=int(os.environ.get("SLUICE_CAPACITY", "2")))
+    parser.add_argument("--critical-lane", type=int, default=CRITICAL_LANE, metavar="SLOTS",
+                        help="for the in-process scheduler: slots beyond --capacity only latency-critical queries' batches take")
     parser.add_argument("--workdir", default=os.environ.get("SLUICE_WORKDIR", "/tmp/sluice"))
     parser.add_argument("--executor-grace", type=float, default=float(os.environ.get("SLUICE_EXECUTOR_GRACE", "30")),
                         metavar="SECONDS", help="how long a surplus executor may finish its tasks before it is killed by force")
@@ -65,6 +67,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="confine each namespace's files sources and sinks to DIR/<namespace> (the pool's spec.filesRoot)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark settings")
     args = parser.parse_args(argv)
+    if args.critical_lane < 0:
+        parser.error(f"--critical-lane {args.critical_lane}: give 0 or more slots")
     if not args.executor_grace >= 0:
         parser.error(f"--executor-grace {args.executor_grace}: give 0 or more seconds")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -99,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
                                        urgent_lane=lane.on, bulk_tasks=lane.bulk_tasks, kafka=args.kafka, extra=extra))
     gate: Gatekeeper | None = None
     if mode.gated:
-        gate = (LocalScheduler(Scheduler(args.policy, capacity=args.capacity)) if args.scheduler == "inprocess"
+        gate = (LocalScheduler(Scheduler(args.policy, capacity=args.capacity, lane=args.critical_lane)) if args.scheduler == "inprocess"
                 else SchedulerClient(args.scheduler))
     host = QueryHost(spark, workdir / "checkpoints", gate, mode.fixed_pool, files_root=args.files_root)
     scaler = ExecutorScaler.for_host(host, grace=args.executor_grace)

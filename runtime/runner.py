@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sluice.api.constants import DEFAULT_POLICY, GATES
+from sluice.api.constants import CRITICAL_LANE, DEFAULT_POLICY, GATES
 from sluice.api.query import StreamingQuery
 from sluice.api.wire import QueryStatus
 from sluice.scheduler.client import SchedulerClient
@@ -148,7 +148,7 @@ def run(queries: list[StreamingQuery], options: RunOptions) -> dict[str, Any]:
                 workdir.mkdir(parents=True, exist_ok=True)
                 gate = SchedulerClient(stack.enter_context(sidecar(options.policy, capacity, workdir / "scheduler.log")))
             else:
-                gate = LocalScheduler(Scheduler(options.policy, capacity=capacity))
+                gate = LocalScheduler(Scheduler(options.policy, capacity=capacity, lane=CRITICAL_LANE))
         return _run(queries, options, config, gate, lane, master, capacity)
 
 
@@ -193,7 +193,8 @@ def _run(queries: list[StreamingQuery], options: RunOptions, config: SessionConf
                                         "bulk_tasks": lane.bulk_tasks,
                                         "priorities": lane.on and priority_blocker(Path("/proc/self/status").read_text()) is None},
                               "gate": options.gate if gate is not None else "none", "drain": drained,
-                              "gate_capacity": capacity}
+                              "gate_capacity": capacity,
+                              "critical_lane": CRITICAL_LANE if gate is not None else None}
     with host.lock:
         phases = {key: hosted.phase_quantiles() for key, hosted in host.queries.items()}
         cold = {key: list(hosted.cold_ms) for key, hosted in host.queries.items()}

@@ -9,7 +9,7 @@ import signal
 
 from aiohttp import web
 
-from sluice.api.constants import BANDS, DEFAULT_POLICY, POLICIES, SCHEDULER_PORT
+from sluice.api.constants import BANDS, CRITICAL_LANE, DEFAULT_POLICY, POLICIES, SCHEDULER_PORT
 
 from .core import Scheduler
 from .server import SERVICE, SchedulerService, make_app
@@ -27,7 +27,7 @@ async def serve(app: web.Application, host: str, port: int, unix: str | None) ->
         bound = server.sockets[0].getsockname()[1] if server and server.sockets else port
         where = f"http://{host}:{bound}"
     service = app[SERVICE]
-    print(f"sluice scheduler ({service.core.policy.name}, capacity {service.core.capacity}) listening on {where}", flush=True)
+    print(f"sluice scheduler ({service.core.policy.name}, capacity {service.core.capacity}, critical lane {service.core.lane}) listening on {where}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -45,12 +45,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--capacity", type=int, default=2, help="batches in flight at once (the pool's task slots)")
     parser.add_argument("--bands", type=int, default=BANDS, help="FAIR priority bands")
     parser.add_argument("--max-wait", type=float, default=30.0, help="seconds before a waiting batch is served first (aging)")
+    parser.add_argument("--critical-lane", type=int, default=CRITICAL_LANE,
+                        help="slots beyond --capacity only latency-critical queries' batches take")
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args(argv)
-    if args.capacity < 1 or args.bands < 1 or args.max_wait <= 0:
-        parser.error("--capacity and --bands must be at least 1 and --max-wait above 0")
+    if args.capacity < 1 or args.bands < 1 or args.max_wait <= 0 or args.critical_lane < 0:
+        parser.error("--capacity and --bands must be at least 1, --max-wait above 0 and --critical-lane at least 0")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    service = SchedulerService(Scheduler(args.policy, args.capacity, args.bands, args.max_wait))
+    service = SchedulerService(Scheduler(args.policy, args.capacity, args.bands, args.max_wait,
+                                                 lane=args.critical_lane))
     asyncio.run(serve(make_app(service), args.host, args.port, args.unix))
 
 

@@ -6,6 +6,11 @@ before it runs; `dispatch(now)` grants the most urgent pending batches while few
 query's group size (Drizzle). Waiting is bounded by aging: a batch pending longer than
 `max_wait` is served before any policy order.
 
+Under the deadline policies (edf, cameo) a pool's latency-critical queries
+(`QuerySpec.critical`) have `lane` slots more than `capacity` (the critical lane): a critical batch that finds every slot taken is granted in one of those,
+never a bulk batch; a bulk batch takes a slot only while fewer than `capacity` are in flight. So
+a critical batch never waits at the gate behind bulk batches, whatever their order.
+
 Under the deadline policies (edf, cameo) the core also holds a low-urgency batch when an urgent
 one is predicted to arrive before it would finish: running tasks are never pre-empted, so a
 long batch that starts just before an urgent one takes the cores the urgent one needs. A query's
@@ -194,9 +199,12 @@ class Scheduler:
         costs: CostModel | None = None,
         group: GroupTuning | None = None,
         lease: float = 300.0,
+        lane: int = 0,
     ) -> None:
         if capacity < 1:
             raise SchedulerError("capacity must be at least 1")
+        if lane < 0:
+            raise SchedulerError("the critical lane cannot be negative")
         self.policy = make_policy(policy) if isinstance(policy, str) else policy
         self.capacity = capacity
         self.bands = bands
@@ -204,8 +212,14 @@ class Scheduler:
         self.costs = costs or CostModel()
         self.group = group or GroupTuning()
         self.lease = lease
+        self.lane = lane if self.policy.uses_bands else 0
+        """Slots beyond `capacity` for critical queries' batches (a pool's runtime and sidecar pass
+        `sluice.api.constants.CRITICAL_LANE`); none under fifo and fair, which do not order by urgency."""
         self.queries: dict[str, _Query] = {}
         self._heap: list[tuple[float, int, str]] = []
+        self._critical: list[tuple[float, int, str]] = []
+        """The critical queries' pending batches, in policy order, for the lane (entries go stale
+        as in `_heap` and are skipped lazily)."""
         self._arrivals: deque[tuple[float, int, str]] = deque()
         self._held: list[tuple[float, int, str]] = []
         """(predicted arrival it waits for, seq, query) of held batches; stale entries are skipped lazily."""
@@ -301,6 +315,8 @@ class Scheduler:
         seq = next(self._seq)
         state.pending = _Pending(request, now, priority, deadline, due, cost, seq)
         heapq.heappush(self._heap, (priority, seq, request.query))
+        if spec.critical and self.lane:
+            heapq.heappush(self._critical, (priority, seq, request.query))
         self._arrivals.append((now, seq, request.query))
 
     def cancel(self, key: str, batch_id: int) -> None:
@@ -359,10 +375,26 @@ class Scheduler:
             heapq.heappush(held, (until, pending.seq, key))
             self._held_for.setdefault(pending.held[0], []).append((pending.seq, key))
             self.queries[key].held += first
+        while self.in_flight < self.available + self.lane:  # the critical lane: no bulk batch here
+            critical = self._next_critical()
+            if critical is None:
+                break
+            grants.append(self._grant(critical, False, now))
         while held and self._waiting(held[0][1], held[0][2]) is None:
             heapq.heappop(held)  # granted by aging, cancelled or released meanwhile
         self.hold_until = held[0][0] if held else None
         return grants
+
+    def _next_critical(self) -> _Pending | None:
+        """The most urgent critical batch waiting (not held: a hold protects a batch more urgent
+        still), else None."""
+        heap = self._critical
+        while heap:
+            _, seq, key = heapq.heappop(heap)
+            pending = self._live(seq, key)
+            if pending is not None and not pending.waiting:
+                return pending
+        return None
 
     @property
     def may_have_pending(self) -> bool:
@@ -380,6 +412,8 @@ class Scheduler:
         if pending is not None:
             pending.waiting = False
             heapq.heappush(self._heap, (pending.priority, seq, key))
+            if self.lane and self.queries[key].spec.critical:
+                heapq.heappush(self._critical, (pending.priority, seq, key))
 
     def _release_held_for(self, urgent: str) -> None:
         for seq, key in self._held_for.pop(urgent, ()):
@@ -597,6 +631,7 @@ class Scheduler:
         return {
             "policy": self.policy.name,
             "capacity": self.capacity,
+            "lane": self.lane,
             "reserved": self.reserved,
             "inFlight": self.in_flight,
             "pending": self.pending_count(),

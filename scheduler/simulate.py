@@ -212,6 +212,10 @@ class Pool:
     bulk_slots: int | None = None
     """Tasks outside the urgent bands that run at once, at most (the urgent lane's bulk turns on a
     local master); None: any."""
+    lane: int = 0
+    """Gate slots beyond `gate` that only critical queries' batches take (`Scheduler.lane`): a
+    recording's (`critical_lane`); none otherwise, so a sizing errs high by what the pool's lane
+    (`sluice.api.constants.CRITICAL_LANE`) saves its critical queries."""
 
     @property
     def slots(self) -> int:
@@ -423,10 +427,11 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
         raise ValueError("each query may appear once")
     if pool.gate < 1:
         raise ValueError("the gate must grant at least one batch at once")
-    scheduler = Scheduler(pool.policy, capacity=pool.gate, max_wait=pool.max_wait)
+    scheduler = Scheduler(pool.policy, capacity=pool.gate, max_wait=pool.max_wait, lane=pool.lane)
     urgent = {band_name(i) for i in range(urgent_bands(scheduler.bands))} if scheduler.policy.uses_bands else set()
     cores = pool.cores()
-    shared: Cores | None = None if fits(cores.cores, cores.task_slots, pool.gate,
+    at_once = pool.gate + (scheduler.lane if any(q.critical for q in queries) else 0)  # the critical lane's too
+    shared: Cores | None = None if fits(cores.cores, cores.task_slots, at_once,
                                         max((q.tasks if q.driver is not None else 1 for q in queries), default=1)) else cores
     shared_generation = 0
     states: dict[str, _State] = {}

@@ -104,6 +104,73 @@ def test_cameo_subtracts_learned_cost() -> None:
     assert _ids(s.dispatch(T0)) == ["t/costly"]
 
 
+def _lane_pool(lane: int, policy: str = "cameo") -> Scheduler:
+    """Two bulk queries fill a one-slot gate's slot and queue; a critical filter arrives."""
+    s = Scheduler(policy, capacity=1, lane=lane, costs=CostModel(CostPrior(fixed=0.1, per_row=0.0, tail=0.0)))
+    s.register(QuerySpec("bulk/a", "bulk", 30.0))
+    s.register(QuerySpec("bulk/b", "bulk", 30.0))
+    s.register(QuerySpec("pay/filter", "pay", 2.0, critical=True))
+    s.submit(BatchRequest("bulk/a", 1, oldest_event=T0), T0)
+    assert _ids(s.dispatch(T0)) == ["bulk/a"]
+    s.submit(BatchRequest("bulk/b", 1, oldest_event=T0 - 60), T0 + 0.1)  # late by 60 s: first in cameo's order
+    s.submit(BatchRequest("pay/filter", 1, oldest_event=T0 + 0.1), T0 + 0.1)
+    return s
+
+
+def test_a_critical_batch_takes_the_lane_where_the_gate_is_full_and_a_bulk_one_never_does() -> None:
+    s = _lane_pool(lane=1)
+    # bulk/a holds the one slot; bulk/b (start deadline T0 - 60 + 30 - 0.1) comes before the filter
+    # (T0 + 0.1 + 2 - 0.1) in cameo's order, but only the filter may take the lane
+    assert [(g.query, g.batch_id) for g in s.dispatch(T0 + 0.1)] == [("pay/filter", 1)]
+    assert s.in_flight == 2 and s.dispatch(T0 + 0.2) == []
+    # the filter's batch ends: the lane is free again, and still no bulk batch takes it
+    s.complete(Completion("pay/filter", 1, seconds=0.1))
+    assert s.in_flight == 1 and s.dispatch(T0 + 0.3) == []
+    # bulk/a ends: bulk/b takes the slot; the filter's next batch takes the lane beside it
+    s.complete(Completion("bulk/a", 1, seconds=0.3))
+    s.submit(BatchRequest("pay/filter", 2, oldest_event=T0 + 0.3), T0 + 0.4)
+    assert _ids(s.dispatch(T0 + 0.4)) == ["bulk/b", "pay/filter"]
+    assert s.in_flight == 2 and s.snapshot(T0 + 0.4)["lane"] == 1
+
+
+def test_without_the_lane_or_under_fifo_a_critical_batch_waits_for_the_slot() -> None:
+    for s in (_lane_pool(lane=0), _lane_pool(lane=1, policy="fifo")):
+        assert s.dispatch(T0 + 0.1) == [] and s.in_flight == 1
+        s.complete(Completion("bulk/a", 1, seconds=0.3))
+        first = s.dispatch(T0 + 0.4)
+        assert len(first) == 1 and s.in_flight == 1  # one slot, whichever policy order
+    assert Scheduler("fifo", lane=1).lane == 0 and Scheduler("edf", lane=2).lane == 2
+    with pytest.raises(SchedulerError, match="critical lane"):
+        Scheduler("cameo", lane=-1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=st.lists(st.tuples(st.integers(0, 5), st.booleans()), min_size=5, max_size=80),
+       capacity=st.integers(1, 3), lane=st.integers(0, 2))
+def test_bulk_batches_never_exceed_the_capacity_nor_all_batches_capacity_and_lane(
+        ops: list[tuple[int, bool]], capacity: int, lane: int) -> None:
+    s = Scheduler("cameo", capacity=capacity, lane=lane, costs=CostModel(CostPrior(0.1, 0.0, 0.0)))
+    for i in range(6):
+        s.register(QuerySpec(f"t/q{i}", "t", 1.0 + i, critical=i < 2))
+    batch = dict.fromkeys(range(6), 0)
+    running: dict[str, int] = {}
+    now = T0
+    for query, finish in ops:
+        now += 0.05
+        key = f"t/q{query}"
+        if finish and key in running:
+            s.complete(Completion(key, running.pop(key), seconds=0.05))
+        elif key not in running:
+            batch[query] += 1
+            s.submit(BatchRequest(key, batch[query], oldest_event=now), now)
+        for grant in s.dispatch(now):
+            running[grant.query] = grant.batch_id
+        bulk = sum(1 for k in running if int(k[-1]) >= 2)
+        assert len(running) == s.in_flight <= capacity + lane
+        # a bulk batch is granted only below the capacity: bulk ones never outnumber it
+        assert bulk <= capacity
+
+
 def test_capacity_limits_grants_and_completion_frees_a_slot() -> None:
     s = Scheduler("cameo", capacity=2)
     for i in range(3):

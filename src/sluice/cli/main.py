@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple, cast
 import click
 
 from sluice.api.constants import (
+    CRITICAL_LANE,
     DEFAULT_POLICY,
     GATES,
     POLICIES,
@@ -446,7 +447,7 @@ class _WhatIf(NamedTuple):
         return Pool(executors, self.cores, self.policy, capacity=setup.gate,
                     task_slots=None if setup.task_slots is None else setup.task_slots * executors,
                     driver_shares=setup.driver_shares, taken=self.taken, host_cores=self.host, priority=self.priority,
-                    bulk_slots=None if setup.bulk_tasks is None else setup.bulk_tasks * executors)
+                    bulk_slots=None if setup.bulk_tasks is None else setup.bulk_tasks * executors, lane=setup.lane)
 
 
 def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | None, rates: str | None,
@@ -1082,10 +1083,12 @@ def _counts(value: str, option: str) -> tuple[int, ...]:
               help="A Spark setting for the shared pool's runtime (repeatable): to measure one change against the default.")
 @click.option("--capacity", type=click.IntRange(1, 100_000), default=RUNTIME_CAPACITY, show_default=True,
               help="The shared pool's scheduler capacity: batches granted at once.")
+@click.option("--critical-lane", type=click.IntRange(0, 100_000), default=CRITICAL_LANE, show_default=True,
+              help="Its slots beyond the capacity that only latency-critical queries' batches take (0: none).")
 @_json_option
 @_sitting_option
 def bench_density(counts: str, per_app: str, warmup: float, window: float, out: str, conf: tuple[str, ...],
-                  capacity: int, as_json: bool) -> None:
+                  capacity: int, critical_lane: int, as_json: bool) -> None:
     """How many tenants' queries one pool holds with every SLA kept, and memory per query against one app each."""
     from sluice.bench import density as density_bench
     from sluice.testing.kafka import KafkaUnavailable
@@ -1096,7 +1099,8 @@ def bench_density(counts: str, per_app: str, warmup: float, window: float, out: 
         sys.exit(1)
     options = density_bench.Options(counts=_counts(counts, "--counts"),
                                     per_app=() if per_app.strip() == "none" else _counts(per_app, "--per-app"),
-                                    warmup=warmup, window=window, conf=conf, capacity=capacity)
+                                    warmup=warmup, window=window, conf=conf, capacity=capacity,
+                                    critical_lane=critical_lane)
     _calibrate_now()
     try:
         result = density_bench.run(options, Path(out), log=lambda m: click.echo(m, err=True))

@@ -101,6 +101,8 @@ class Setup:
     """The urgent lane raised its urgent bands' thread priorities (on, with CAP_SYS_NICE)."""
     bulk_tasks: int | None = None
     """The urgent lane's bulk turns: tasks outside the urgent bands that ran at once, at most."""
+    lane: int = 0
+    """Gate slots its critical queries had beyond `gate` (`critical_lane`; none before 2026-12-02)."""
 
 
 def off_cpu(run_ratio: float, tasks: int, setup: Setup) -> float:
@@ -230,10 +232,12 @@ def recorded_setup(path: Path) -> Setup | None:
     cluster = _LOCAL_CLUSTER.fullmatch(master) if isinstance(master, str) else None
     raised = spark.get("priorities", spark.get("lane_on")) if isinstance(spark, dict) else None  # before "priorities": root here
     bulk = spark.get("bulk_tasks") if isinstance(spark, dict) else None
+    lane = raw.get("critical_lane")
     return Setup(cores if cluster is None else int(cluster.group(1)), gate if isinstance(gate, int) and gate > 0 else None,
                  slots, local is not None or cluster is not None, other_cores,
                  None if cluster is None else float(cores), raised is True,
-                 bulk if isinstance(bulk, int) and bulk > 0 else None)
+                 bulk if isinstance(bulk, int) and bulk > 0 else None,
+                 lane if isinstance(lane, int) and lane > 0 else 0)
 
 
 def _number(value: Any, scale: float) -> float | None:

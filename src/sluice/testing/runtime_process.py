@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sluice.api.constants import RUNTIME_CAPACITY
+from sluice.api.constants import CRITICAL_LANE, RUNTIME_CAPACITY
 from sluice.api.wire import QueryStatus
 from sluice.operator.runtime_client import RuntimeClient, RuntimeUnreachable, healthy
 
@@ -32,10 +32,11 @@ def _port() -> int:
 
 class RuntimeProcess:
     def __init__(self, workdir: Path, master: str = "local[2]", conf: tuple[str, ...] = (),
-                 capacity: int = RUNTIME_CAPACITY) -> None:
+                 capacity: int = RUNTIME_CAPACITY, critical_lane: int = CRITICAL_LANE) -> None:
         self.workdir = workdir
         self.master = master
         self.capacity = capacity  # the in-process scheduler's: batches granted at once
+        self.critical_lane = critical_lane  # and its slots beyond it for critical queries' batches
         self.conf = conf  # Spark settings (KEY=VALUE), each passed as `--conf`
         self.port = _port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -50,6 +51,7 @@ class RuntimeProcess:
         self.proc = spawn("runtime", [sys.executable, "-m", "sluice.runtime", "--master", self.master,
                                       "--host", "127.0.0.1", "--port", str(self.port), "--workdir", str(self.workdir),
                                       "--scheduler", "inprocess", "--policy", "cameo", "--capacity", str(self.capacity),
+                                      "--critical-lane", str(self.critical_lane),
                                       *(a for c in self.conf for a in ("--conf", c))], log, env=env)
         wait_for(lambda: self.proc.poll() is None and asyncio.run(healthy(self.url)), timeout,
                  f"the runtime's control API (log: {log})", every=0.5)
