@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from sluice.api.constants import CRITICAL_LANE
+
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,6 +54,7 @@ def test_run_with_duration_writes_the_report(tmp_path: Path, gate: str) -> None:
     assert "batches: driver" in costs["fit"]
     # the Spark setup the simulation shares the cores of: the gate's batches at once, the master
     assert result["gate_capacity"] >= 1 and result["spark"]["master"].startswith("local[")
+    assert result["critical_lane"] == CRITICAL_LANE  # gated: its critical queries had the lane
     sim = subprocess.run([sys.executable, "-m", "sluice", "simulate", "-f", str(ROOT / "examples" / "fraud-filter.yaml"),
                           "--costs", str(report), "--executors", "1", "--duration", "1m"],
                          capture_output=True, text=True, timeout=120)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from sluice.api.constants import CRITICAL_LANE
 from sluice.scheduler.bands import DEFAULT_BAND
 from sluice.scheduler.client import SchedulerClient
 from sluice.scheduler.core import Completion, Scheduler
@@ -161,7 +162,14 @@ def _start_sidecar(port: int = 0) -> tuple[subprocess.Popen[str], str]:
     line = proc.stdout.readline() if proc.stdout else ""
     match = re.search(r"listening on (\S+)", line)
     assert match, f"sidecar did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}"
+    assert f"critical lane {CRITICAL_LANE}" in line  # a pool's sidecar has the lane unless told otherwise
     return proc, match.group(1)
+
+
+def test_the_sidecar_refuses_a_negative_critical_lane_in_one_sentence() -> None:
+    done = subprocess.run([sys.executable, "-m", "sluice.scheduler", "--port", "0", "--critical-lane", "-1"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--critical-lane at least 0" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_killed_sidecar_fails_open_and_a_restarted_one_gates_again() -> None:

@@ -169,6 +169,22 @@ def test_batches_granted_together_share_the_cores_instead_of_queueing_for_a_slot
     assert all(3.7 <= p <= 3.7 * 1.02 for p in shared)
 
 
+def test_a_critical_filter_takes_the_gates_lane_where_a_bulk_batch_fills_it() -> None:
+    # a one-batch gate on two cores; both queries' batches come at 5 s (0.6 s each), the bulk
+    # query's first, and take the free slot. Without the lane the critical filter waits for it and
+    # commits at 6.2 s (p50 3.7 s); with a lane of one it runs beside it on the second core and
+    # commits at 5.6 s (p50 3.1 s). Under fifo there is no lane.
+    pair = [filter_query(key="b/f", tenant="b", sla=30.0, fixed=0.6, commit=0.0, trigger=5.0),
+            filter_query(key="a/f", sla=10.0, fixed=0.6, commit=0.0, trigger=5.0, critical=True)]
+
+    def p50(pool: Pool) -> float:
+        return simulate(pair, pool, Options(duration=6.5)).queries["a/f"].quantile(0.5) or 0.0
+
+    assert 3.7 <= p50(Pool(1, 2, capacity=1)) <= 3.7 * 1.02
+    assert 3.1 <= p50(Pool(1, 2, capacity=1, lane=1)) <= 3.1 * 1.02
+    assert 3.7 <= p50(Pool(1, 2, capacity=1, lane=1, policy="fifo")) <= 3.7 * 1.02
+
+
 def test_a_batch_with_driver_and_task_work_spreads_its_tasks_over_the_cores() -> None:
     # 0.2 s on the driver, then 0.4 core-seconds over 2 tasks on 2 cores: 0.4 s a batch; the
     # batch at 5 s reads 0..5 s and commits at 5.4 (p50 2.9 s); on 1 core the tasks take 0.4 s: p50 3.1 s

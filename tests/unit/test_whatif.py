@@ -225,6 +225,10 @@ def test_a_recording_s_work_and_spark_setup_drive_the_shared_cores(tmp_path: Pat
     old = tmp_path / "old.json"  # a report from before the work figures: the slot model as before
     old.write_text(json.dumps({"cores": 2, "queries": {"payments/fraud-filter": {"costs": costs}}}))
     assert recorded_setup(old) == Setup(2, None, None, False)
+    laned = tmp_path / "laned.json"  # a recording since the critical lane (2026-12-02) carries it
+    laned.write_text(json.dumps({"cores": 2, "gate_capacity": 4, "critical_lane": 1, "spark": {"master": "local[16]"},
+                                 "queries": {"payments/fraud-filter": {"costs": costs}}}))
+    assert recorded_setup(laned) == Setup(2, 4, 16, True, lane=1)
     assert read_costs(old, ["payments/fraud-filter"])["payments/fraud-filter"].work is None
 
 
