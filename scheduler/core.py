@@ -6,10 +6,11 @@ before it runs; `dispatch(now)` grants the most urgent pending batches while few
 query's group size (Drizzle). Waiting is bounded by aging: a batch pending longer than
 `max_wait` is served before any policy order.
 
-Under the deadline policies (edf, cameo) a pool's latency-critical queries
-(`QuerySpec.critical`) have `lane` slots more than `capacity` (the critical lane): a critical batch that finds every slot taken is granted in one of those,
-never a bulk batch; a bulk batch takes a slot only while fewer than `capacity` are in flight. So
-a critical batch never waits at the gate behind bulk batches, whatever their order.
+Under the deadline policies (edf, cameo) a pool's latency-critical queries (`QuerySpec.critical`)
+have `lane` slots more than `capacity` (the critical lane): a critical batch that finds every
+slot taken is granted in one of those, never a bulk batch; a bulk batch takes a slot only while
+fewer than `capacity` are in flight. So a critical batch never waits at the gate behind bulk
+batches, whatever their order.
 
 Under the deadline policies (edf, cameo) the core also holds a low-urgency batch when an urgent
 one is predicted to arrive before it would finish: running tasks are never pre-empted, so a
