@@ -212,7 +212,7 @@ class QueryHost:
             return
         fixed = self.gate.fixed_pool(hosted.spec) if scheduler is None else None
         interval = hosted.interval if hosted.interval is not None and query.spec.trigger is None \
-            else self.intervals.choose(hosted)
+            else self.intervals.choose(hosted, list(self.queries.values()))
         try:
             self.warmer.warm(self.spark, query, gated=scheduler is not None)
             handle = micro_batch_stream(self.spark, hosted, self.gate, self._gates, fixed, self.direct,

@@ -2,17 +2,20 @@
 
 The rule itself is pure (`sluice.scheduler.intervals`); this module feeds it a hosted query's
 measured costs (or, before any, Spark's known floor and the spec's expected rate) and records the
-choice on the query. Restarting a query at a new interval is the lifecycle's job (`QueryHost`).
+choice on the query. A query with a running twin (the same pipeline and SLA) whose costs are
+measured starts at the interval those costs give. Restarting a query at a new interval is the lifecycle's job (`QueryHost`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from sluice.scheduler import intervals
 
 from .hosted import HostedQuery
+from .pipeline import warm_shape
 
 
 class IntervalControl:
@@ -22,17 +25,24 @@ class IntervalControl:
         self.dwell = dwell
         """Seconds a query keeps an SLA-driven interval before it may change (a change restarts it)."""
 
-    def choose(self, hosted: HostedQuery) -> float:
-        """The interval to start with: spec.trigger, else the SLA's (pure `intervals.next_interval`)."""
+    def choose(self, hosted: HostedQuery, others: Iterable[HostedQuery] = ()) -> float:
+        """The interval to start with: spec.trigger, else the SLA's (pure `intervals.next_interval`);
+        before its own batches are measured, a twin's among `others` (`twin_of`), else the start cap."""
         trigger = hosted.query.spec.trigger
         if trigger is not None:
             choice = intervals.Choice(trigger.interval.seconds, "spec.trigger sets it.")
         else:
+            sla, delay = hosted.spec.latency_target, hosted.delay
             with self.lock:
                 costs = costs_of(hosted)
                 current = hosted.interval
-            choice = (intervals.first(hosted.spec.latency_target, costs, hosted.delay) if current is None
-                      else intervals.next_interval(current, hosted.spec.latency_target, costs, hosted.delay))
+                twin = twin_of(hosted, others) if current is None and measured_costs(hosted) is None else None
+            if current is not None:
+                choice = intervals.next_interval(current, sla, costs, delay)
+            elif twin is not None:
+                choice = intervals.seeded(sla, twin[1], delay, twin[0])
+            else:
+                choice = intervals.first(sla, costs, delay)
         self.record(hosted, choice)
         return choice.interval
 
@@ -61,15 +71,46 @@ class IntervalControl:
         return choice
 
 
-def costs_of(hosted: HostedQuery) -> intervals.Costs:
-    """What the interval rests on: the recent batches' measured costs, or before any, Spark's
-    known floor, a cautious cost per row and the spec's expected rate."""
+def _lag(hosted: HostedQuery) -> float:
     lag = hosted.recent_lag()
     if lag is None:  # before any batch: what the source is known to do
         lag = intervals.RATE_SOURCE_LAG if hosted.query.spec.source.type == "rate" else 0.0
-    found = intervals.measured(hosted.batch_costs(), hosted.input_rate, hosted.recent_gate_wait(),
-                               hosted.recent_commit(), lag)
+    return lag
+
+
+def measured_costs(hosted: HostedQuery) -> intervals.Costs | None:
+    """The recent batches' measured costs (`intervals.measured`); None before 3 batches with rows."""
+    return intervals.measured(hosted.batch_costs(), hosted.input_rate, hosted.recent_gate_wait(),
+                              hosted.recent_commit(), _lag(hosted))
+
+
+def costs_of(hosted: HostedQuery) -> intervals.Costs:
+    """What the interval rests on: the recent batches' measured costs, or before any, Spark's
+    known floor, a cautious cost per row and the spec's expected rate."""
+    found = measured_costs(hosted)
     if found is not None:
         return found
     rate = hosted.input_rate or hosted.query.spec.resources.expectedRate or 0.0
-    return intervals.Costs(intervals.FIXED_PRIOR, intervals.PER_ROW_PRIOR, rate, 0.0, intervals.COMMIT_PRIOR, lag)
+    return intervals.Costs(intervals.FIXED_PRIOR, intervals.PER_ROW_PRIOR, rate, 0.0, intervals.COMMIT_PRIOR,
+                           _lag(hosted))
+
+
+def twin_key(hosted: HostedQuery) -> tuple[str, float]:
+    """What makes two queries twins for the interval rule: the warm-up's shape (the source's kind
+    and columns, the steps with their literals, the shuffle partitions) and the SLA."""
+    return warm_shape(hosted.query), hosted.spec.latency_target
+
+
+def twin_of(hosted: HostedQuery, others: Iterable[HostedQuery]) -> tuple[str, intervals.Costs] | None:
+    """The running micro-batch twin of `hosted` (`twin_key`) with the most measured batches, and its
+    measured costs (its rate, if the spec expects more, raised to that); None if none has any. The
+    caller holds the lock."""
+    key = twin_key(hosted)
+    found = [(len(other.batch_costs()), other.query.key, costs) for other in others
+             if other is not hosted and other.phase == "Running" and other.execution == "microBatch"
+             and twin_key(other) == key and (costs := measured_costs(other)) is not None]
+    if not found:
+        return None
+    _, name, costs = max(found, key=lambda twin: twin[0])
+    expected = hosted.query.spec.resources.expectedRate or 0.0
+    return name, costs if expected <= costs.rate else dataclasses.replace(costs, rate=expected)

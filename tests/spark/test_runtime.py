@@ -558,6 +558,42 @@ def test_without_a_trigger_the_interval_comes_from_the_sla_and_adapts_to_measure
     assert sorted(r["id"] for r in hosted.memory) == [r * 10 + i for r in range(8) for i in range(5)] + [999]
 
 
+def test_a_query_with_a_measured_twin_starts_at_the_interval_its_costs_give(host_factory: Any, tmp_path: Path) -> None:
+    """Started at the cap, a pool's new bulk queries each restarted once measured (40-42 restarts
+    as the density benchmark went from 50 to 100 queries); a running twin (the same pipeline and
+    SLA) with measured costs gives a new query its first interval instead."""
+    from sluice.runtime.interval_control import measured_costs
+    from sluice.scheduler import intervals
+
+    host = host_factory(LocalScheduler(Scheduler("cameo", capacity=2)), retry_every=0.5, interval_dwell=600.0)
+
+    def auto(name: str, sla: str) -> StreamingQuery:
+        made = query(name, "t", files_source(tmp_path / name), [{"filter": "amount > 0"}], sla=sla)
+        made.spec.trigger = None
+        return made
+
+    seed = host.add(auto("seed", "4s"))
+    assert host.status("t/seed").interval_ms == 1000  # unmeasured: the cap (a quarter of 4 s)
+    for round_ in range(4):
+        write_rows(tmp_path / "seed", f"{round_}.json", [{"id": round_ * 10 + i, "user": "u", "amount": 1.0,
+                                                          "produced_at": iso(time.time())} for i in range(5)])
+        time.sleep(1.1)
+    wait_for(lambda: len(seed.memory) == 20, 60, "the seed's four batches")
+    with host.lock:  # no more rows, so no more batches: its costs stay as the twin reads them
+        costs = measured_costs(seed)
+    assert costs is not None
+    twin = host.add(auto("twin", "4s"))
+    expected = intervals.seeded(4.0, costs, None, "t/seed")
+    assert expected.interval > 1.0  # above the cap: the seed's cheap batches allow more
+    assert twin.interval == pytest.approx(expected.interval) and twin.interval_reason == expected.reason
+    assert twin.interval_reason.startswith("as t/seed (the same pipeline and SLA) measured")
+    # another SLA is no twin: the cap until its own batches are measured
+    other = host.add(auto("other", "8s"))
+    assert other.interval == 2.0 and "until its batches are measured" in other.interval_reason
+    write_rows(tmp_path / "twin", "0.json", [{"id": 1, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}])
+    wait_for(lambda: len(twin.memory) == 1, 60, "the twin's first row")
+
+
 def test_a_rate_source_s_whole_seconds_are_its_lag_and_its_interval_leaves_room_for_them(host_factory: Any) -> None:
     """Spark's rate source offers a row once its second has passed. The issue's held-out filter
     (1.5 s SLA, no trigger) ran at 1 s and measured p99 1.46-1.62 s where the rule, blind to

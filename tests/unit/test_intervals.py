@@ -178,3 +178,19 @@ def test_a_query_starts_at_most_at_the_cap_until_its_batches_are_measured() -> N
     assert "the SLA alone would allow 15800 ms" in loose.reason
     assert first(3.0, Costs(0.15, 20e-6, 0.0, commit=0.05)).interval == START_CAP  # 2.2 s; a quarter is below 1 s
     assert first(0.5, FILTER) == choose(0.5, FILTER)  # already below the cap
+
+
+def test_a_query_with_a_measured_twin_starts_where_the_twin_s_costs_put_it() -> None:
+    from sluice.scheduler.intervals import first, seeded
+
+    # a critical filter's twin measured: 200 ms fixed, 100 µs a row at 50 rows/s, a 50 ms commit;
+    # 0.8 x 2 s - 0.2 - 0.05 = 1.35 s over 1 + 0.005 of load: 1.343 s, not the start cap's 1 s
+    twin = Costs(0.2, 1e-4, 50.0, commit=0.05)
+    choice = seeded(2.0, twin, None, "t/a")
+    assert choice.interval == pytest.approx(1.35 / 1.005)
+    assert first(2.0, twin).interval == 1.0
+    assert choice.reason.startswith("as t/a (the same pipeline and SLA) measured: the largest interval")
+    # a 30 s bulk filter: 23.75 s / 1.005 = 23.63 s where the cap gives 7.5 s (a restart saved)
+    assert seeded(30.0, twin, None, "t/a").interval == pytest.approx(23.75 / 1.005)
+    # a twin that cannot keep its SLA says so, as `choose` does
+    assert not seeded(0.3, twin, None, "t/a").keeps_sla
