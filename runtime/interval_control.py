@@ -40,7 +40,7 @@ class IntervalControl:
             if current is not None:
                 choice = intervals.next_interval(current, sla, costs, delay)
             elif twin is not None:
-                choice = intervals.seeded(sla, twin[1], delay, twin[0])
+                choice = intervals.seeded(sla, twin.costs, delay, twin.key, twin.interval)
             else:
                 choice = intervals.first(sla, costs, delay)
         self.record(hosted, choice)
@@ -101,16 +101,26 @@ def twin_key(hosted: HostedQuery) -> tuple[str, float]:
     return warm_shape(hosted.query), hosted.spec.latency_target
 
 
-def twin_of(hosted: HostedQuery, others: Iterable[HostedQuery]) -> tuple[str, intervals.Costs] | None:
-    """The running micro-batch twin of `hosted` (`twin_key`) with the most measured batches, and its
-    measured costs (its rate, if the spec expects more, raised to that); None if none has any. The
-    caller holds the lock."""
+@dataclasses.dataclass(frozen=True)
+class Twin:
+    key: str
+    interval: float
+    """The interval it runs at."""
+    costs: intervals.Costs
+    """Its measured costs (the rate raised to the new query's expected rate where that is higher)."""
+
+
+def twin_of(hosted: HostedQuery, others: Iterable[HostedQuery]) -> Twin | None:
+    """The running micro-batch twin of `hosted` (`twin_key`) with the most measured batches; None
+    if no twin has any. The caller holds the lock."""
     key = twin_key(hosted)
-    found = [(len(other.batch_costs()), other.query.key, costs) for other in others
+    found = [(len(other.batch_costs()), Twin(other.query.key, other.interval, costs)) for other in others
              if other is not hosted and other.phase == "Running" and other.execution == "microBatch"
-             and twin_key(other) == key and (costs := measured_costs(other)) is not None]
+             and other.interval is not None and twin_key(other) == key
+             and (costs := measured_costs(other)) is not None]
     if not found:
         return None
-    _, name, costs = max(found, key=lambda twin: twin[0])
+    twin = max(found, key=lambda pair: pair[0])[1]
     expected = hosted.query.spec.resources.expectedRate or 0.0
-    return name, costs if expected <= costs.rate else dataclasses.replace(costs, rate=expected)
+    return twin if expected <= twin.costs.rate else dataclasses.replace(
+        twin, costs=dataclasses.replace(twin.costs, rate=expected))

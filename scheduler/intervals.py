@@ -182,15 +182,17 @@ def first(sla: float, costs: Costs, delay: float | None = None) -> Choice:
                        f"{choice.interval * 1000:.0f} ms, but the rate and the cost of a batch are not known yet.")
 
 
-def seeded(sla: float, costs: Costs, delay: float | None, twin: str) -> Choice:
+def seeded(sla: float, costs: Costs, delay: float | None, twin: str, current: float) -> Choice:
     """The interval a query starts with when `twin`, a running query of the same pipeline and
-    SLA, has measured costs: `choose` on the twin's costs, without the start cap (the cap stands in
-    for costs not known yet). Started at the cap, a pool's new bulk queries each restarted once
-    their batches were measured (a stop and a cold start each: 40-42 restarts in the density
-    benchmark's step from 50 to 100 queries); a twin's costs put it where it would end up. The
-    new query's own rate may differ: its own batches correct the interval after the dwell."""
-    choice = choose(sla, costs, delay)
-    return Choice(choice.interval, f"as {twin} (the same pipeline and SLA) measured: {choice.reason}", choice.keeps_sla)
+    SLA, has measured costs: the twin's own next choice from them (`next_interval` against the
+    `current` interval it runs at), without the start cap (the cap stands in for costs not known
+    yet). Started at the cap, a pool's new bulk queries each restarted once their batches were
+    measured (a stop and a cold start each: 40-42 restarts in the density benchmark's step from 50
+    to 100 queries); started at the twin's unhysteresised choice, new critical filters ran at
+    1.47 s where their twins, shrunk under load, ran at 1.23-1.28 s. The new query's own rate may
+    differ: its own batches correct the interval after the dwell."""
+    choice = next_interval(current, sla, costs, delay)
+    return Choice(choice.interval, f"as {twin} (the same pipeline and SLA) runs: {choice.reason}", choice.keeps_sla)
 
 
 def _waits(costs: Costs, delay: float | None) -> tuple[int, float]:

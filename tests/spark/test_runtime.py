@@ -574,19 +574,19 @@ def test_a_query_with_a_measured_twin_starts_at_the_interval_its_costs_give(host
 
     seed = host.add(auto("seed", "4s"))
     assert host.status("t/seed").interval_ms == 1000  # unmeasured: the cap (a quarter of 4 s)
-    for round_ in range(4):
+    for round_ in range(3):  # three batches, each measured (progress in, write committed) before the next
         write_rows(tmp_path / "seed", f"{round_}.json", [{"id": round_ * 10 + i, "user": "u", "amount": 1.0,
                                                           "produced_at": iso(time.time())} for i in range(5)])
-        time.sleep(1.1)
-    wait_for(lambda: len(seed.memory) == 20, 60, "the seed's four batches")
+        wait_for(lambda n=round_: sum(rows for rows, _ in seed.batch_costs()) == 5 * (n + 1), 60,  # type: ignore[misc]
+                 f"the seed's batch {round_} measured")
     with host.lock:  # no more rows, so no more batches: its costs stay as the twin reads them
         costs = measured_costs(seed)
     assert costs is not None
     twin = host.add(auto("twin", "4s"))
-    expected = intervals.seeded(4.0, costs, None, "t/seed")
+    expected = intervals.seeded(4.0, costs, None, "t/seed", 1.0)  # the seed runs at the cap
     assert expected.interval > 1.0  # above the cap: the seed's cheap batches allow more
     assert twin.interval == pytest.approx(expected.interval) and twin.interval_reason == expected.reason
-    assert twin.interval_reason.startswith("as t/seed (the same pipeline and SLA) measured")
+    assert twin.interval_reason.startswith("as t/seed (the same pipeline and SLA) runs")
     # another SLA is no twin: the cap until its own batches are measured
     other = host.add(auto("other", "8s"))
     assert other.interval == 2.0 and "until its batches are measured" in other.interval_reason

@@ -186,11 +186,15 @@ def test_a_query_with_a_measured_twin_starts_where_the_twin_s_costs_put_it() -> 
     # a critical filter's twin measured: 200 ms fixed, 100 µs a row at 50 rows/s, a 50 ms commit;
     # 0.8 x 2 s - 0.2 - 0.05 = 1.35 s over 1 + 0.005 of load: 1.343 s, not the start cap's 1 s
     twin = Costs(0.2, 1e-4, 50.0, commit=0.05)
-    choice = seeded(2.0, twin, None, "t/a")
-    assert choice.interval == pytest.approx(1.35 / 1.005)
     assert first(2.0, twin).interval == 1.0
-    assert choice.reason.startswith("as t/a (the same pipeline and SLA) measured: the largest interval")
+    choice = seeded(2.0, twin, None, "t/a", 1.0)  # the twin at the cap: 1.343 s is past the 25% band
+    assert choice.interval == pytest.approx(1.35 / 1.005)
+    assert choice.reason.startswith("as t/a (the same pipeline and SLA) runs: the largest interval")
+    # the twin shrunk to 1.25 s under load: within the band of 1.343 s and its worst case (1.25 +
+    # 0.2 + 0.00625 + 0.05 = 1.506 s) within the SLA, so the new query starts where the twin runs
+    kept = seeded(2.0, twin, None, "t/a", 1.25)
+    assert kept.interval == 1.25 and kept.reason.startswith("as t/a (the same pipeline and SLA) runs: keeping 1250 ms")
     # a 30 s bulk filter: 23.75 s / 1.005 = 23.63 s where the cap gives 7.5 s (a restart saved)
-    assert seeded(30.0, twin, None, "t/a").interval == pytest.approx(23.75 / 1.005)
+    assert seeded(30.0, twin, None, "t/a", 7.5).interval == pytest.approx(23.75 / 1.005)
     # a twin that cannot keep its SLA says so, as `choose` does
-    assert not seeded(0.3, twin, None, "t/a").keeps_sla
+    assert not seeded(0.3, twin, None, "t/a", 0.2).keeps_sla
