@@ -32,9 +32,10 @@ scheduler sidecar process over HTTP on loopback, as in a pool pod."""
 BANDS: Final = 8
 """FAIR priority bands (pools band0..band7) written into fairscheduler.xml."""
 CRITICAL_LANE: Final = 1
-"""Gate slots beyond a pool's capacity that only latency-critical queries' batches
-(`spec.sla.critical`) take (`Scheduler.lane`): a critical batch never waits at a full gate for
-a bulk batch to end, as its tasks never wait for a bulk task's slot (the FAIR bands)."""
+"""Gate slots beyond a pool's capacity, per registered latency-critical query
+(`spec.sla.critical`), that only critical queries' batches take (`Scheduler.lane`): a query has
+one batch in flight at most, so a critical batch never waits at a full gate, for a bulk batch to
+end or for another critical one, as its tasks never wait for a bulk task's slot (the FAIR bands)."""
 RUNTIME_CAPACITY: Final = 4
 """Batches the in-process scheduler grants at once in a pool runtime started by the tests and the
 density benchmark (`sluice.testing.runtime_process`, `sluice bench density --capacity`)."""

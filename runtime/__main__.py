@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="for the in-process scheduler")
     parser.add_argument("--capacity", type=int, default=int(os.environ.get("SLUICE_CAPACITY", "2")))
     parser.add_argument("--critical-lane", type=int, default=CRITICAL_LANE, metavar="SLOTS",
-                        help="for the in-process scheduler: slots beyond --capacity only latency-critical queries' batches take")
+                        help="for the in-process scheduler: slots beyond --capacity, per latency-critical query, only their batches take")
     parser.add_argument("--workdir", default=os.environ.get("SLUICE_WORKDIR", "/tmp/sluice"))
     parser.add_argument("--executor-grace", type=float, default=float(os.environ.get("SLUICE_EXECUTOR_GRACE", "30")),
                         metavar="SECONDS", help="how long a surplus executor may finish its tasks before it is killed by force")

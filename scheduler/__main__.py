@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bands", type=int, default=BANDS, help="FAIR priority bands")
     parser.add_argument("--max-wait", type=float, default=30.0, help="seconds before a waiting batch is served first (aging)")
     parser.add_argument("--critical-lane", type=int, default=CRITICAL_LANE,
-                        help="slots beyond --capacity only latency-critical queries' batches take")
+                        help="slots beyond --capacity, per latency-critical query, only their batches take")
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args(argv)
     if args.capacity < 1 or args.bands < 1 or args.max_wait <= 0 or args.critical_lane < 0:

@@ -213,7 +213,7 @@ class Pool:
     """Tasks outside the urgent bands that run at once, at most (the urgent lane's bulk turns on a
     local master); None: any."""
     lane: int = 0
-    """Gate slots beyond `gate` that only critical queries' batches take (`Scheduler.lane`): a
+    """Gate slots beyond `gate`, per critical query, that only critical queries' batches take (`Scheduler.lane`): a
     recording's (`critical_lane`); none otherwise, so a sizing errs high by what the pool's lane
     (`sluice.api.constants.CRITICAL_LANE`) saves its critical queries."""
 
@@ -430,7 +430,7 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
     scheduler = Scheduler(pool.policy, capacity=pool.gate, max_wait=pool.max_wait, lane=pool.lane)
     urgent = {band_name(i) for i in range(urgent_bands(scheduler.bands))} if scheduler.policy.uses_bands else set()
     cores = pool.cores()
-    at_once = pool.gate + (scheduler.lane if any(q.critical for q in queries) else 0)  # the critical lane's too
+    at_once = pool.gate + scheduler.lane * sum(q.critical for q in queries)  # the critical lane's too
     shared: Cores | None = None if fits(cores.cores, cores.task_slots, at_once,
                                         max((q.tasks if q.driver is not None else 1 for q in queries), default=1)) else cores
     shared_generation = 0

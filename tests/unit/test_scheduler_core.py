@@ -133,6 +133,22 @@ def test_a_critical_batch_takes_the_lane_where_the_gate_is_full_and_a_bulk_one_n
     assert s.in_flight == 2 and s.snapshot(T0 + 0.4)["lane"] == 1
 
 
+def test_the_lane_has_its_slots_for_each_critical_query_so_critical_batches_never_wait_for_each_other() -> None:
+    s = _lane_pool(lane=1)
+    s.register(QuerySpec("pay/second", "pay", 2.0, critical=True))
+    assert s.lane_slots == 2 and s.snapshot(T0)["laneSlots"] == 2
+    s.submit(BatchRequest("pay/second", 1, oldest_event=T0 + 0.1), T0 + 0.1)
+    # the gate's one slot is bulk/a's; both filters are granted beside it, bulk/b still waits
+    assert sorted(_ids(s.dispatch(T0 + 0.1))) == ["pay/filter", "pay/second"] and s.in_flight == 3
+    # registering a critical query again (an update) adds no slot; unregistering one takes its slot away
+    s.register(QuerySpec("pay/second", "pay", 3.0, critical=True))
+    assert s.lane_slots == 2
+    s.register(QuerySpec("pay/second", "pay", 3.0))  # no longer critical
+    assert s.lane_slots == 1
+    s.unregister("pay/filter")
+    assert s.lane_slots == 0 and s.in_flight == 2
+
+
 def test_without_the_lane_or_under_fifo_a_critical_batch_waits_for_the_slot() -> None:
     for s in (_lane_pool(lane=0), _lane_pool(lane=1, policy="fifo")):
         assert s.dispatch(T0 + 0.1) == [] and s.in_flight == 1
@@ -147,7 +163,7 @@ def test_without_the_lane_or_under_fifo_a_critical_batch_waits_for_the_slot() ->
 @settings(max_examples=60, deadline=None)
 @given(ops=st.lists(st.tuples(st.integers(0, 5), st.booleans()), min_size=5, max_size=80),
        capacity=st.integers(1, 3), lane=st.integers(0, 2))
-def test_bulk_batches_never_exceed_the_capacity_nor_all_batches_capacity_and_lane(
+def test_bulk_batches_never_exceed_the_capacity_nor_all_batches_capacity_and_lane_nor_critical_ones_wait(
         ops: list[tuple[int, bool]], capacity: int, lane: int) -> None:
     s = Scheduler("cameo", capacity=capacity, lane=lane, costs=CostModel(CostPrior(0.1, 0.0, 0.0)))
     for i in range(6):
@@ -166,9 +182,12 @@ def test_bulk_batches_never_exceed_the_capacity_nor_all_batches_capacity_and_lan
         for grant in s.dispatch(now):
             running[grant.query] = grant.batch_id
         bulk = sum(1 for k in running if int(k[-1]) >= 2)
-        assert len(running) == s.in_flight <= capacity + lane
+        assert len(running) == s.in_flight <= capacity + 2 * lane  # two critical queries
         # a bulk batch is granted only below the capacity: bulk ones never outnumber it
         assert bulk <= capacity
+        # with a lane, a critical batch never waits for a slot (unless held for a batch more urgent)
+        if lane:
+            assert all((p := s.queries[f"t/q{i}"].pending) is None or p.waiting for i in (0, 1))
 
 
 def test_capacity_limits_grants_and_completion_frees_a_slot() -> None:

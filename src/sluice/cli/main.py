@@ -1084,7 +1084,7 @@ def _counts(value: str, option: str) -> tuple[int, ...]:
 @click.option("--capacity", type=click.IntRange(1, 100_000), default=RUNTIME_CAPACITY, show_default=True,
               help="The shared pool's scheduler capacity: batches granted at once.")
 @click.option("--critical-lane", type=click.IntRange(0, 100_000), default=CRITICAL_LANE, show_default=True,
-              help="Its slots beyond the capacity that only latency-critical queries' batches take (0: none).")
+              help="Its slots beyond the capacity, per latency-critical query, that only their batches take (0: none).")
 @_json_option
 @_sitting_option
 def bench_density(counts: str, per_app: str, warmup: float, window: float, out: str, conf: tuple[str, ...],
