@@ -3,7 +3,8 @@
 The rule itself is pure (`sluice.scheduler.intervals`); this module feeds it a hosted query's
 measured costs (or, before any, Spark's known floor and the spec's expected rate) and records the
 choice on the query. A query with a running twin (the same pipeline and SLA) whose costs are
-measured starts at the interval those costs give. Restarting a query at a new interval is the lifecycle's job (`QueryHost`).
+measured starts where that twin runs (`twin_of`). Restarting a query at a new interval is the
+lifecycle's job (`QueryHost`).
 """
 
 from __future__ import annotations

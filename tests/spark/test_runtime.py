@@ -558,7 +558,7 @@ def test_without_a_trigger_the_interval_comes_from_the_sla_and_adapts_to_measure
     assert sorted(r["id"] for r in hosted.memory) == [r * 10 + i for r in range(8) for i in range(5)] + [999]
 
 
-def test_a_query_with_a_measured_twin_starts_at_the_interval_its_costs_give(host_factory: Any, tmp_path: Path) -> None:
+def test_a_query_with_a_measured_twin_starts_where_the_twin_runs(host_factory: Any, tmp_path: Path) -> None:
     """Started at the cap, a pool's new bulk queries each restarted once measured (40-42 restarts
     as the density benchmark went from 50 to 100 queries); a running twin (the same pipeline and
     SLA) with measured costs gives a new query its first interval instead."""
