@@ -37,6 +37,7 @@ from sluice.operator.runtime_client import RuntimeUnreachable
 from sluice.runtime.session import exit_text
 
 from .capacity import BULK_ATTAINMENT, CRITICAL_ATTAINMENT
+from .jvmstat import collections, pauses
 from .procfs import cpu_seconds, machine_busy_seconds, rss_mb, vitals
 
 TENANTS = 20
@@ -261,10 +262,11 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                 # nothing to judge in a 60 s window half the time
                 window = max(options.window, 2 * max((s.interval_ms or 0.0) / 1000 for s in before.values()))
                 cpu0, wall0, batches0 = cpu_seconds(runtime.proc.pid), time.monotonic(), sum(s.batches for s in before.values())
-                busy0 = machine_busy_seconds()
+                busy0, gc0 = machine_busy_seconds(), collections(runtime.proc.pid)
                 log(f"N={n}: measuring {window:.0f} s")
                 time.sleep(window)
                 cpu1, wall1, busy1 = cpu_seconds(runtime.proc.pid), time.monotonic(), machine_busy_seconds()
+                gc1 = collections(runtime.proc.pid)
                 statuses = asyncio.run(runtime.client.queries())
             except RuntimeUnreachable as error:  # the runtime died while measuring: a finding, the steps end here
                 stopped = f"the runtime stopped answering at N={n} ({error}); {_fate(runtime)}"
@@ -278,6 +280,7 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                 "vitals": vitals(runtime.proc.pid),
                 "driver_cores": round((cpu1 - cpu0) / (wall1 - wall0), 3),
                 "machine_busy_cores": round((busy1 - busy0) / (wall1 - wall0), 3),
+                "driver_gc": pauses(gc0, gc1, wall1 - wall0),
                 "interval_restarts": sum(s.interval_restarts for s in statuses.values()),
                 "batches_per_s": round((batches1 - batches0) / (wall1 - wall0), 2),
                 "decision_us": round(core_decision_seconds(n, rounds=2000) * 1e6, 2),
@@ -299,7 +302,7 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
             log(f"N={n}: worst critical {_pct(row['worst_critical_attainment'])}, worst bulk "
                 f"{_pct(row['worst_bulk_attainment'])}, RSS {row['driver_rss_mb']:.0f} MB, "
                 f"{row['driver_cores']:.2f} cores (the machine: {row['machine_busy_cores']:.2f} of "
-                f"{os.cpu_count()} busy), {row['batches_per_s']:.1f} batches/s")
+                f"{os.cpu_count()} busy), {row['batches_per_s']:.1f} batches/s" + _gc_text(row["driver_gc"]))
             if not row["held"]:
                 if leading(row):
                     log(leading(row))
@@ -313,6 +316,11 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
         producer.join(30)
         runtime.stop()
     return rows
+
+
+def _gc_text(gc: dict[str, float] | None) -> str:
+    return "" if gc is None else (f", the driver's JVM paused {gc['pause_share']:.1%} of it "
+                                  f"({gc['collections']:.0f} collections, {gc['full']:.0f} full)")
 
 
 def _pct(value: float | None) -> str:
@@ -361,7 +369,7 @@ def per_app(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str
 
 def render(result: dict[str, Any]) -> str:
     lines = [f"{'N':>5} {'worst crit':>10} {'worst bulk':>10} {'crit p99':>9} {'bulk p99':>9} {'RSS MB':>7} "
-             f"{'cores':>6} {'machine':>7} {'batch/s':>7} {'decide µs':>9} {'series':>7} {'add N-th':>8}"]
+             f"{'cores':>6} {'machine':>7} {'batch/s':>7} {'GC':>5} {'decide µs':>9} {'series':>7} {'add N-th':>8}"]
     for r in result["shared"]:
         if "stopped" in r:
             lines.append(f"{r['queries']:>5} not reached: {r['stopped']}")
@@ -370,10 +378,11 @@ def render(result: dict[str, Any]) -> str:
             return "-" if v is None else f"{v / 1000:.1f}s"
 
         machine = "-" if r.get("machine_busy_cores") is None else f"{r['machine_busy_cores']:.2f}"
+        gc = "-" if not r.get("driver_gc") else f"{r['driver_gc']['pause_share']:.1%}"
 
         lines.append(f"{r['queries']:>5} {_pct(r['worst_critical_attainment']):>10} {_pct(r['worst_bulk_attainment']):>10} "
                      f"{ms(r['critical_p99_ms']):>9} {ms(r['bulk_p99_ms']):>9} {r['driver_rss_mb']:>7.0f} "
-                     f"{r['driver_cores']:>6.2f} {machine:>7} {r['batches_per_s']:>7.1f} {r['decision_us']:>9.1f} "
+                     f"{r['driver_cores']:>6.2f} {machine:>7} {r['batches_per_s']:>7.1f} {gc:>5} {r['decision_us']:>9.1f} "
                      f"{r['metric_series']:>7} {r['add_last_query_s']:>7.1f}s")
     lines.append("")
     for r in result["per_app"]:
