@@ -261,8 +261,9 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                 # at least two of the slowest query's intervals: a query batching every 60 s has
                 # nothing to judge in a 60 s window half the time
                 window = max(options.window, 2 * max((s.interval_ms or 0.0) / 1000 for s in before.values()))
+                gc0 = collections(runtime.proc.pid)  # before the window: jstat is a JVM of its own
                 cpu0, wall0, batches0 = cpu_seconds(runtime.proc.pid), time.monotonic(), sum(s.batches for s in before.values())
-                busy0, gc0 = machine_busy_seconds(), collections(runtime.proc.pid)
+                busy0 = machine_busy_seconds()
                 log(f"N={n}: measuring {window:.0f} s")
                 time.sleep(window)
                 cpu1, wall1, busy1 = cpu_seconds(runtime.proc.pid), time.monotonic(), machine_busy_seconds()
