@@ -323,7 +323,7 @@ def plot(runs: list[Run], summary: dict[str, Any], out: Path) -> None:
 
 def run(options: Options, policies: list[str], out: Path, log: Callable[[str], None]) -> dict[str, Any]:
     from sluice.runtime.runner import stop_session
-    from sluice.runtime.session import SessionConfig, build_session
+    from sluice.runtime.session import SessionConfig, build_session, local_cluster
     from sluice.testing.kafka import KafkaBroker
 
     out.mkdir(parents=True, exist_ok=True)
@@ -331,7 +331,7 @@ def run(options: Options, policies: list[str], out: Path, log: Callable[[str], N
     broker = KafkaBroker(out / "kafka").start()
     log(f"kafka ready at {broker.bootstrap}")
     stop_session()
-    spark = build_session(SessionConfig(master=f"local-cluster[{options.max_executors},1,1024]", kafka=True,
+    spark = build_session(SessionConfig(master=local_cluster(options.max_executors), kafka=True,
                                         workdir=out / "spark", extra={"spark.executor.memory": "512m"}))
     runs: list[Run] = []
     started = time.time()

@@ -552,7 +552,7 @@ def plot(runs: list[Run], out: Path) -> None:
 def run(options: Options, strategies: list[str], stores: list[str], out: Path, log: Callable[[str], None],
         directions: Sequence[str] = tuple(DIRECTIONS)) -> dict[str, Any]:
     from sluice.runtime.runner import stop_session
-    from sluice.runtime.session import PROVIDER, SessionConfig, build_session
+    from sluice.runtime.session import PROVIDER, SessionConfig, build_session, local_cluster
     from sluice.testing.kafka import KafkaBroker
 
     out.mkdir(parents=True, exist_ok=True)
@@ -570,7 +570,7 @@ def run(options: Options, strategies: list[str], stores: list[str], out: Path, l
         for store in stores:  # a session per store: the filesystem the session sets up depends on it
             if spark is not None:
                 spark.stop()
-            spark = build_session(SessionConfig(master=f"local-cluster[4,1,{executor_mb + 512}]", kafka=True,
+            spark = build_session(SessionConfig(master=local_cluster(4, 1, executor_mb + 512), kafka=True,
                                                 workdir=out / "spark",
                                                 extra={"spark.executor.memory": f"{executor_mb}m", PROVIDER: STORES[store]}))
             for direction in directions:

@@ -296,12 +296,12 @@ the rest the JVM's overhead."""
 LOCAL_CLUSTER_EXECUTOR_MEMORY = "512m"
 
 
-def local_cluster(executors: int, cores: int = 1) -> str:
+def local_cluster(executors: int, cores: int = 1, memory_mb: int = LOCAL_CLUSTER_MB) -> str:
     """Spark's `local-cluster` master: a standalone master and `executors` workers on this machine,
-    each one executor JVM of `cores` task slots (`sluice run --executors`)."""
+    each one executor JVM of `cores` task slots (`sluice run --executors`) in `memory_mb`."""
     if executors < 1 or cores < 1:
         raise ValueError(f"local-cluster needs at least 1 executor of 1 core (got {executors} of {cores}).")
-    return f"local-cluster[{executors},{cores},{LOCAL_CLUSTER_MB}]"
+    return f"local-cluster[{executors},{cores},{memory_mb}]"
 
 
 @dataclass

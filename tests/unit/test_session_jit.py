@@ -1,4 +1,4 @@
-"""The driver JVM's options: its JIT choice (`driver_jit`) and a gated pool's urgent lane (`lane_conf`)."""
+"""The driver JVM's options: its JIT choice (`driver_jit`), a gated pool's urgent lane (`lane_conf`) and the `local-cluster` master."""
 
 from __future__ import annotations
 
@@ -109,3 +109,12 @@ def test_the_rocksdb_state_store_keeps_hadoop_s_local_filesystem_and_the_rest_st
     assert rocksdb["spark.hadoop.fs.file.impl"] == "org.apache.hadoop.fs.LocalFileSystem"
     assert {k: v for k, v in rocksdb.items() if k != "spark.hadoop.fs.file.impl"} == \
         {k: v for k, v in RAW_LOCAL_FILES.items() if k != "spark.hadoop.fs.file.impl"}
+
+
+def test_a_local_cluster_master_names_its_workers_cores_and_memory() -> None:
+    from sluice.runtime.session import LOCAL_CLUSTER_MB, local_cluster
+
+    assert local_cluster(3) == f"local-cluster[3,1,{LOCAL_CLUSTER_MB}]"
+    assert local_cluster(4, 1, 1536) == "local-cluster[4,1,1536]"  # the rescale benchmark's larger workers
+    with pytest.raises(ValueError, match="at least 1 executor of 1 core"):
+        local_cluster(0)

@@ -203,12 +203,6 @@ def _costs_problem(path: Path, key: str, error: ValidationError) -> str:
             "writes fixed_ms, per_row_us, commit_ms and input_rate, each a number).")
 
 
-def recorded_cores(path: Path) -> int | None:
-    """The cores the recorded run had (its task slots in local mode), if the report says."""
-    setup = recorded_setup(path)
-    return None if setup is None else setup.cores
-
-
 _LOCAL = re.compile(r"local\[(\d+|\*)\]")
 _LOCAL_CLUSTER = re.compile(r"local-cluster\[\d+,(\d+),\d+\]")
 
