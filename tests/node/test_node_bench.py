@@ -52,7 +52,12 @@ def test_the_cameo_benchmark_runs_a_scenario_on_a_pool_and_judges_every_row(
     assert executors and all(n >= 1 for _, n in executors), executors
     # what users see in the StreamingQueries' status, beside the harness's figure of the same minute
     compared = document["status_vs_harness"]["cameo"][0]
-    assert all(v["harness"]["p99_ms"] is not None for v in compared.values()), compared
+    # the critical filter commits every few hundred ms: the harness judged its last minute
+    assert compared["payments/fraud-alerts"]["harness"]["p99_ms"] is not None, compared
+    # the aggregation's first window may close only after this short load ends on a slow sitting
+    # (its batches' rows waited 20-35 s here; the speed is bench cameo's to judge): then the
+    # status has no figure either; where the status has one, the harness read that minute too
+    assert all(v["harness"]["p99_ms"] is not None for v in compared.values() if v["status"]["p99_ms"] is not None), compared
     assert any(line.startswith("cameo #1 payments/fraud-alerts: status p99") for line in result["throughput"])
     # the run leaves no pool behind
     assert not json.loads(node.kubectl("get", "sp", "-o", "json").stdout)["items"]
