@@ -29,6 +29,10 @@ Traced = tuple[BatchTimeline, list[tuple[str, float]]]
 
 RECENT_BATCHES = 32
 """Batches whose timelines (critical path, DS2 load) are kept per query."""
+LARGEST_KEPT = 8
+"""Warm batches with the most rows kept for the work fit once they leave the recent ones: a
+burst's large batches, whose sizes separate a batch's fixed cost from its per-row cost after
+the burst has passed (`HostedQuery.largest`)."""
 COLD_BATCHES = 3
 """A query's first batches with rows whose time is kept apart (`HostedQuery.cold_ms`)."""
 BAND_LOG = 1000
@@ -113,6 +117,9 @@ class HostedQuery:
     """A Kafka source's lag and producer rate, from each batch's latest and end offsets."""
     phase_log: dict[str, deque[float]] = field(default_factory=dict)
     """Phase -> milliseconds of the latest measured batches (`sluice run --report` prints their quantiles)."""
+    largest: list[BatchTimeline] = field(default_factory=list)
+    """The run's warm batches with the most rows that have left `timelines` (at most
+    `LARGEST_KEPT`): the work fit reads them beside the recent ones."""
     cold_ms: list[float] = field(default_factory=list)
     """The cost of its first `COLD_BATCHES` batches that read rows, as `batch_costs` takes a batch's
     (`triggerExecution` less the offset commit and the gate's wait): a cold start's, which
@@ -129,8 +136,20 @@ class HostedQuery:
         if found is None:
             found = self.timelines[batch_id] = BatchTimeline()
             while len(self.timelines) > RECENT_BATCHES:
-                del self.timelines[min(self.timelines)]
+                self.keep_if_largest(self.timelines.pop(min(self.timelines)))
         return found
+
+    def keep_if_largest(self, leaving: BatchTimeline) -> None:
+        """A batch leaving the recent ones stays for the work fit if it is among the run's
+        `LARGEST_KEPT` warm batches with task CPU by rows (a comparison; the fit is off the batch path)."""
+        if leaving.cold or leaving.rows <= 0 or leaving.cpu_seconds <= 0 or not leaving.durations_ms or not leaving.stages:
+            return
+        if len(self.largest) < LARGEST_KEPT:
+            self.largest.append(leaving)
+            return
+        smallest = min(range(len(self.largest)), key=lambda i: self.largest[i].rows)
+        if leaving.rows > self.largest[smallest].rows:
+            self.largest[smallest] = leaving
 
     def record_band(self, batch_id: int, band: str) -> None:
         self.bands[band] = self.bands.get(band, 0) + 1
@@ -249,7 +268,8 @@ class HostedQuery:
                                    self.recent_lag() or 0.0)
         if found is None:
             return None
-        work = fit_work(self.work_samples(self.paths() if paths is None else paths))
+        kept = self.work_samples([(t, critical_path(t)) for t in self.largest])
+        work = fit_work(self.work_samples(self.paths() if paths is None else paths) + kept, kept=len(kept))
         spread = intervals.spread(self.batch_costs(warm=True), found)
         try:
             return BatchCosts(fixed_ms=round(found.fixed * 1000, 3), per_row_us=round(found.per_row * 1e6, 4),

@@ -259,8 +259,9 @@ class Work:
     run_ratio: float = 1.0
 
 
-def fit_work(batches: Sequence[WorkSample]) -> Work | None:
-    """Work from recent batches; None before 3 batches with task CPU.
+def fit_work(batches: Sequence[WorkSample], kept: int = 0) -> Work | None:
+    """Work from recent batches; None before 3 batches with task CPU. `kept`: how many of them
+    are older batches kept for their size (the last ones; said in `how`).
 
     The driver's part is the `DRIVER_QUANTILE` of the batches' driver seconds, and so is the
     ratio of task run time to task CPU. Task CPU goes on a line through the rows once batch sizes
@@ -279,7 +280,8 @@ def fit_work(batches: Sequence[WorkSample]) -> Work | None:
     else:
         task_fixed, per_row = 0.0, sorted(b.cpu / b.rows for b in done)[len(done) // 2]
         split = "the median task CPU a row (batch sizes alike: all of it taken as growing with the rows)"
-    how = (f"{len(done)} batches: driver {driver * 1000:.0f} ms (their {DRIVER_QUANTILE * 100:.0f}th percentile), "
+    older = f" ({kept} of them the run's largest, older)" if kept else ""
+    how = (f"{len(done)} batches{older}: driver {driver * 1000:.0f} ms (their {DRIVER_QUANTILE * 100:.0f}th percentile), "
            f"{split}: {task_fixed * 1000:.1f} ms + {per_row * 1e6:.2f} µs a row over {tasks} task(s), "
            f"times {ratio:.2f} for run time off the CPU (the same percentile of run time to CPU)")
     return Work(driver, task_fixed, per_row, tasks, len(done), how, ratio)
