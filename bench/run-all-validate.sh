@@ -5,7 +5,7 @@
 # The measured side is the harness's (every row sent judged at the sink), not the runtime's
 # status. Results land in ${OUT:-bench/results/validate}/<scenario>/: the run's report with the
 # harness's figures (report.json; the runtime's own kept beside them), the simulation
-# (sim-cores/, sim-cores-wait/, sim-cores-run/, sim-slots/, sim-cores-no-cold/, sim-cores-no-lag/ and sim-cores-no-spread/: simulate.json with `measured` beside `predicted`, summary.txt, simulate.png).
+# (sim-cores/, sim-cores-wait/, sim-cores-run/, sim-slots/, sim-cores-no-cold/, sim-cores-no-lag/, sim-cores-no-spread/ and sim-cores-recent/: simulate.json with `measured` beside `predicted`, summary.txt, simulate.png).
 # About 4 minutes per scenario on a 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +29,10 @@ for scenario in ${SCENARIOS:-two-tenants burst multi-tenant realtime}; do
   # and with every batch its steady work (no spread drawn)
   .venv/bin/sluice simulate --scenario "bench/scenarios/$scenario.yaml" --costs "$out/report.json" \
     --executors 1 --model cores --no-spread --out "$out/sim-cores-no-spread"
+  # and with the work fitted from the recent batches alone (without the run's largest older ones kept)
+  .venv/bin/python -m sluice.bench.validate --recent-only "$out/report.json" "$out/report-recent.json"
+  .venv/bin/sluice simulate --scenario "bench/scenarios/$scenario.yaml" --costs "$out/report-recent.json" \
+    --executors 1 --model cores --out "$out/sim-cores-recent"
   rm -rf "$out/kafka" "$out/runs"  # the harness's figures are in report.json
 done
 .venv/bin/python -m sluice.bench.validate --table "${OUT:-bench/results/validate}" | tee "${OUT:-bench/results/validate}/table.txt"

@@ -5,6 +5,7 @@ not beside the runtime's status.
 
     python -m sluice.bench.validate REPORT RESULTS POLICY OUT
     python -m sluice.bench.validate --table DIR     (the validation table of DIR/<scenario>/sim-<model>/)
+    python -m sluice.bench.validate --recent-only REPORT OUT   (the work refitted without the kept batches)
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from sluice.scheduler.costs import WorkSample, fit_work
 
 
 def judged_report(report: dict[str, Any], results: dict[str, Any], policy: str) -> dict[str, Any]:
@@ -34,6 +37,21 @@ def judged_report(report: dict[str, Any], results: dict[str, Any], policy: str) 
     if machine[0] is not None:  # the cores the rest of the machine took while the load ran (first repeat)
         out["machine"] = machine[0]
     out["measured_by"] = "the benchmark harness: every row sent, judged at the sink"
+    return out
+
+
+def recent_only(report: dict[str, Any]) -> dict[str, Any]:
+    """`report` with each query's work refitted from its recent batches alone (`work_samples`:
+    the fit of before the run's largest older batches were kept), so one recording is simulated
+    both ways; a query whose recording has no samples, or too few recent ones, keeps its costs."""
+    out: dict[str, Any] = json.loads(json.dumps(report))
+    for entry in out.get("queries", {}).values():
+        costs, samples = entry.get("costs"), (entry.get("work_samples") or {}).get("recent")
+        work = fit_work([WorkSample(*s) for s in samples]) if costs and samples else None
+        if costs and work is not None:
+            costs.update(driver_ms=round(work.driver * 1000, 3), task_cpu_ms=round(work.task_fixed * 1000, 3),
+                         task_cpu_per_row_us=round(work.task_per_row * 1e6, 4), tasks=work.tasks,
+                         task_run_ratio=round(work.run_ratio, 4), fit=work.how)
     return out
 
 
@@ -90,6 +108,14 @@ def rule_table(root: Path) -> list[str]:
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "--table":
         print(table(Path(argv[1])))
+        return 0
+    if len(argv) == 3 and argv[0] == "--recent-only":
+        try:
+            refitted = recent_only(json.loads(Path(argv[1]).read_text()))
+        except (OSError, ValueError, TypeError) as error:
+            print(f"cannot refit {argv[1]}: {error}", file=sys.stderr)
+            return 1
+        Path(argv[2]).write_text(json.dumps(refitted, indent=1) + "\n")
         return 0
     if len(argv) != 4:
         print("usage: python -m sluice.bench.validate REPORT RESULTS POLICY OUT", file=sys.stderr)

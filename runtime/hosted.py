@@ -179,6 +179,11 @@ class HostedQuery:
         return [WorkSample(int(t.rows), driver_seconds(path), t.cpu_seconds, t.run_seconds, t.tasks) for t, path in paths
                 if t.rows > 0 and t.cpu_seconds > 0]
 
+    def work_input(self, paths: list[Traced] | None = None) -> tuple[list[WorkSample], list[WorkSample]]:
+        """The work fit's input: the recent batches' samples, and the run's largest older ones kept."""
+        recent = self.work_samples(self.paths() if paths is None else paths)
+        return recent, self.work_samples([(t, critical_path(t)) for t in self.largest])
+
     def recent_commit(self) -> float:
         """Median offset commit time over the recent batches (0 before any)."""
         commits = sorted(t.durations_ms["commitOffsets"] / 1000 for t in self.timelines.values()
@@ -268,8 +273,8 @@ class HostedQuery:
                                    self.recent_lag() or 0.0)
         if found is None:
             return None
-        kept = self.work_samples([(t, critical_path(t)) for t in self.largest])
-        work = fit_work(self.work_samples(self.paths() if paths is None else paths) + kept, kept=len(kept))
+        recent, kept = self.work_input(paths)
+        work = fit_work(recent + kept, kept=len(kept))
         spread = intervals.spread(self.batch_costs(warm=True), found)
         try:
             return BatchCosts(fixed_ms=round(found.fixed * 1000, 3), per_row_us=round(found.per_row * 1e6, 4),

@@ -198,6 +198,7 @@ def _run(queries: list[StreamingQuery], options: RunOptions, config: SessionConf
     with host.lock:
         phases = {key: hosted.phase_quantiles() for key, hosted in host.queries.items()}
         cold = {key: list(hosted.cold_ms) for key, hosted in host.queries.items()}
+        work = {key: hosted.work_input() for key, hosted in host.queries.items()}
     for key, status in statuses.items():
         per_query[key] = {
             "p50_ms": status.p50_ms, "p99_ms": status.p99_ms, "max_ms": status.max_ms,
@@ -207,6 +208,11 @@ def _run(queries: list[StreamingQuery], options: RunOptions, config: SessionConf
             "critical_path": status.criticalPath, "bottleneck": status.bottleneck,
             "costs": None if status.costs is None else status.costs.model_dump(),
             "cold_ms": cold.get(key, []),
+            # the work fit's input (costs.fit says what it produced): [rows, driver s, task CPU s,
+            # task run s, tasks] of each recent batch and each older one kept for its size
+            "work_samples": {part: [[s.rows, round(s.driver, 6), round(s.cpu, 6), round(s.run, 6), s.tasks]
+                                    for s in samples]
+                             for part, samples in zip(("recent", "kept"), work.get(key, ([], [])), strict=True)},
         }
         if options.timeline:
             window = host.queries[key].window

@@ -54,3 +54,30 @@ def test_the_cores_the_rest_of_the_machine_took_are_the_busy_cores_less_the_runs
         "seconds": 10.0, "busy_cores": 1.8, "run_cores": 1.2, "other_cores": 0.6}
     # the two counters are read a moment apart: a run busier than the machine is no negative rest
     assert machine_use((0.0, 0.0, 0.0), (10.0, 10.0, 10.5))["other_cores"] == 0.0
+
+
+def test_the_recent_only_refit_drops_the_kept_batches_and_leaves_the_rest(tmp_path: Path) -> None:
+    # recent batches alike (5,000 rows, 70 ms task CPU each); kept: 50,000 rows at 520 ms (20 ms + 10 µs a row)
+    recent = [[5000, 0.1, 0.07, 0.14, 2]] * 4
+    kept = [[50000, 0.1, 0.52, 1.04, 2]] * 2
+    costs = {"fixed_ms": 5.0, "driver_ms": 100.0, "task_cpu_ms": 20.0, "task_cpu_per_row_us": 10.0, "tasks": 2,
+             "task_run_ratio": 2.0, "fit": "6 batches (2 of them the run's largest, older): ..."}
+    report = {"queries": {"a/agg": {"costs": costs, "work_samples": {"recent": recent, "kept": kept}},
+                          "a/old": {"costs": {"fixed_ms": 1.0, "task_cpu_ms": 3.0}},  # recorded before samples
+                          "a/few": {"costs": {"task_cpu_ms": 4.0}, "work_samples": {"recent": recent[:2], "kept": kept}}}}
+    refit = main(["--recent-only", str(write(tmp_path / "r.json", report)), str(tmp_path / "out.json")])
+    assert refit == 0
+    out = json.loads((tmp_path / "out.json").read_text())["queries"]
+    agg = out["a/agg"]["costs"]
+    # alike sizes: all of 70 ms taken as growing with the rows, 14 µs a row
+    assert (agg["task_cpu_ms"], agg["task_cpu_per_row_us"]) == (0.0, 14.0)
+    assert agg["fixed_ms"] == 5.0 and agg["driver_ms"] == 100.0 and "4 batches:" in agg["fit"]
+    assert out["a/old"]["costs"] == {"fixed_ms": 1.0, "task_cpu_ms": 3.0}
+    assert out["a/few"]["costs"] == {"task_cpu_ms": 4.0}  # two recent batches fit nothing: kept as recorded
+    assert report["queries"]["a/agg"]["costs"]["task_cpu_ms"] == 20.0  # the recording is left as it was
+    assert main(["--recent-only", str(tmp_path / "missing.json"), str(tmp_path / "x.json")]) == 1
+
+
+def write(path: Path, document: object) -> Path:
+    path.write_text(json.dumps(document))
+    return path
