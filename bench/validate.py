@@ -49,9 +49,7 @@ def recent_only(report: dict[str, Any]) -> dict[str, Any]:
         costs, samples = entry.get("costs"), (entry.get("work_samples") or {}).get("recent")
         work = fit_work([WorkSample(*s) for s in samples]) if costs and samples else None
         if costs and work is not None:
-            costs.update(driver_ms=round(work.driver * 1000, 3), task_cpu_ms=round(work.task_fixed * 1000, 3),
-                         task_cpu_per_row_us=round(work.task_per_row * 1e6, 4), tasks=work.tasks,
-                         task_run_ratio=round(work.run_ratio, 4), fit=work.how)
+            costs.update(work.figures())
     return out
 
 

@@ -17,7 +17,7 @@ from sluice.api.query import StreamingQuery
 from sluice.api.wire import BatchCosts, Load, QueryPhase, QueryStatus, SchedulerMode, StageTimes
 from sluice.scheduler import intervals
 from sluice.scheduler.core import Completion, Grant
-from sluice.scheduler.costs import WorkSample, fit_work
+from sluice.scheduler.costs import WorkFigures, WorkSample, fit_work
 from sluice.scheduler.policies import QuerySpec
 
 from .critical_path import BatchTimeline, bottleneck, critical_path, driver_seconds, shares
@@ -275,6 +275,7 @@ class HostedQuery:
             return None
         recent, kept = self.work_input(paths)
         work = fit_work(recent + kept, kept=len(kept))
+        figures: WorkFigures = {} if work is None else work.figures()
         spread = intervals.spread(self.batch_costs(warm=True), found)
         try:
             return BatchCosts(fixed_ms=round(found.fixed * 1000, 3), per_row_us=round(found.per_row * 1e6, 4),
@@ -285,12 +286,7 @@ class HostedQuery:
                               interval_ms=None if self.interval is None else round(self.interval * 1000, 1),
                               worst_case_ms=None if self.interval is None else round(
                                   intervals.worst_case(self.interval, found, self.delay) * 1000, 1),
-                              driver_ms=None if work is None else round(work.driver * 1000, 3),
-                              task_cpu_ms=None if work is None else round(work.task_fixed * 1000, 3),
-                              task_cpu_per_row_us=None if work is None else round(work.task_per_row * 1e6, 4),
-                              tasks=None if work is None else work.tasks,
-                              task_run_ratio=None if work is None else round(work.run_ratio, 4),
-                              fit="" if work is None else work.how)
+                              **figures)
         except ValidationError:  # BatchCosts' bounds: a status never fails on a figure Spark reported as NaN
             return None
 

@@ -27,7 +27,7 @@ from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, TypedDict
 
 
 def ranked_quantile(ordered: list[float], q: float) -> float:
@@ -257,6 +257,23 @@ class Work:
     how: str
     """One sentence: the fit's input and what it produced."""
     run_ratio: float = 1.0
+
+    def figures(self) -> WorkFigures:
+        """As a status's and a recording's costs carry it (`BatchCosts`' names and roundings)."""
+        return WorkFigures(driver_ms=round(self.driver * 1000, 3), task_cpu_ms=round(self.task_fixed * 1000, 3),
+                           task_cpu_per_row_us=round(self.task_per_row * 1e6, 4), tasks=self.tasks,
+                           task_run_ratio=round(self.run_ratio, 4), fit=self.how)
+
+
+class WorkFigures(TypedDict, total=False):
+    """`Work` as `BatchCosts` names it (none of them before a fit)."""
+
+    driver_ms: float
+    task_cpu_ms: float
+    task_cpu_per_row_us: float
+    tasks: int
+    task_run_ratio: float
+    fit: str
 
 
 def fit_work(batches: Sequence[WorkSample], kept: int = 0) -> Work | None:

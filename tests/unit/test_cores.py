@@ -156,6 +156,9 @@ def test_work_fit_takes_the_quieter_driver_and_task_cpu_by_the_rows() -> None:
     assert (work.task_fixed, work.tasks, work.run_ratio) == (0.0, 2, 2.0)
     assert work.task_per_row == pytest.approx(0.002)
     assert "4 batches" in work.how and "200 ms" in work.how and "times 2.00" in work.how
+    # as a status's costs carry it: milliseconds, microseconds a row
+    assert work.figures() == {"driver_ms": 200.0, "task_cpu_ms": 0.0, "task_cpu_per_row_us": 2000.0, "tasks": 2,
+                              "task_run_ratio": 2.0, "fit": work.how}
     spread = [WorkSample(rows, 0.1, 0.05 + 0.001 * rows, 0.5 * (0.05 + 0.001 * rows), 1) for rows in (100, 200, 400, 800)]
     line = fit_work(spread)
     assert line is not None
