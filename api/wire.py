@@ -82,6 +82,9 @@ class BatchCosts(Answer):
     """The batch's work on the driver's thread (offsets, planning, between jobs), from its quieter
     batches; with the task figures below, what the what-if's model of the cores runs (None: no
     stage times yet)."""
+    driver_cpu_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """The driver's work on the CPU: the median batch's CPU time on its query's stream thread (no
+    wait for a core in it; None where the JVM sink did not report it)."""
     task_cpu_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Task CPU a batch costs whatever its rows (core-milliseconds: no wait for a core in it)."""
     task_cpu_per_row_us: float | None = Field(default=None, ge=0, allow_inf_nan=False)

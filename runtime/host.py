@@ -226,6 +226,7 @@ class QueryHost:
         with self.lock:
             hosted.handle = handle
             hosted.spark_id = str(handle.id)
+            hosted.thread_cpu = None  # a new stream thread: its CPU counts from its first commit
         self._set_phase(hosted, "Running", "")
 
     def _start_realtime(self, hosted: HostedQuery) -> None:

@@ -124,6 +124,8 @@ class HostedQuery:
     """The cost of its first `COLD_BATCHES` batches that read rows, as `batch_costs` takes a batch's
     (`triggerExecution` less the offset commit and the gate's wait): a cold start's, which
     `sluice run --report` records for what-if."""
+    thread_cpu: float | None = None
+    """The stream thread's CPU seconds at the last batch's commit (the JVM sink's)."""
 
     def runs(self, query: StreamingQuery, weight: float) -> bool:
         """Running as registered now: the same registration again (an operator restart resumes
@@ -176,8 +178,8 @@ class HostedQuery:
 
     def work_samples(self, paths: list[Traced]) -> list[WorkSample]:
         """The batches of `paths` with task CPU, as the work fit reads them."""
-        return [WorkSample(int(t.rows), driver_seconds(path), t.cpu_seconds, t.run_seconds, t.tasks) for t, path in paths
-                if t.rows > 0 and t.cpu_seconds > 0]
+        return [WorkSample(int(t.rows), driver_seconds(path), t.cpu_seconds, t.run_seconds, t.tasks, t.driver_cpu)
+                for t, path in paths if t.rows > 0 and t.cpu_seconds > 0]
 
     def work_input(self, paths: list[Traced] | None = None) -> tuple[list[WorkSample], list[WorkSample]]:
         """The work fit's input: the recent batches' samples, and the run's largest older ones kept."""

@@ -102,6 +102,10 @@ class Intake:
                                                 - timeline.gate_wait * 1000, 0.0), 1))
             if written is not None:
                 timeline.committed = written.committed
+                if written.thread_cpu is not None:  # the driver's CPU since the last commit (a new thread: none)
+                    last_cpu, hosted.thread_cpu = hosted.thread_cpu, written.thread_cpu
+                    if last_cpu is not None and written.thread_cpu >= last_cpu:
+                        timeline.driver_cpu = written.thread_cpu - last_cpu
                 if hosted.last_newest is None:
                     hosted.last_newest = written.began
                 host.gate.finish(hosted, timeline_id, written.committed - written.began)
@@ -197,6 +201,8 @@ class SinkReport:
     committed: float
     produced: list[float]
     """Production times of its rows at each GRID quantile, oldest first (empty: no rows)."""
+    thread_cpu: float | None = None
+    """Seconds of CPU the query's stream thread had used by the commit (None: not known)."""
 
 
 def sink_report(progress: Any) -> SinkReport | None:
@@ -205,8 +211,9 @@ def sink_report(progress: Any) -> SinkReport | None:
         return None  # not the JVM sink's, or an earlier batch's report
     began = int(metrics[SinkMetric.BEGAN]) / 1000
     ages = [float(a) / 1000 for a in metrics[SinkMetric.AGES].split(",") if a]
+    cpu = int(metrics.get(SinkMetric.THREAD_CPU, "-1"))
     return SinkReport(int(metrics[SinkMetric.ROWS]), began, int(metrics[SinkMetric.COMMITTED]) / 1000,
-                      [began - age for age in ages])
+                      [began - age for age in ages], cpu / 1e9 if cpu >= 0 else None)
 
 
 def _epoch(iso: str) -> float:

@@ -64,6 +64,9 @@ class SinkMetric:
     COMMITTED = "sluice.committed"
     """Epoch milliseconds: the delegate's commit returned."""
     POOL = "sluice.pool"
+    THREAD_CPU = "sluice.threadCpu"
+    """Nanoseconds of CPU the query's stream thread had used by the commit (-1: the JVM cannot
+    tell): between two commits, the driver's work on its batch (offsets, planning, the commit)."""
     AGES = "sluice.ages"
     """Comma-separated milliseconds: the rows' ages when the write began, at the grid's quantiles."""
 

@@ -237,6 +237,9 @@ class WorkSample(NamedTuple):
     """Its tasks' run seconds (CPU and what they spent off it: I/O, shuffle and state-store
     writes, and time-slices lost to other threads)."""
     tasks: int
+    driver_cpu: float | None = None
+    """CPU seconds of its query's stream thread over the batch (the driver's work without its
+    waits for a core; None where the run did not report it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,18 +260,26 @@ class Work:
     how: str
     """One sentence: the fit's input and what it produced."""
     run_ratio: float = 1.0
+    driver_cpu: float | None = None
+    """The median batch's CPU seconds on the driver's stream thread: `driver` without the waits for
+    a core (`sluice simulate --model cores-cpu` runs it as the driver's work); None where the
+    batches did not report it."""
 
     def figures(self) -> WorkFigures:
         """As a status's and a recording's costs carry it (`BatchCosts`' names and roundings)."""
-        return WorkFigures(driver_ms=round(self.driver * 1000, 3), task_cpu_ms=round(self.task_fixed * 1000, 3),
-                           task_cpu_per_row_us=round(self.task_per_row * 1e6, 4), tasks=self.tasks,
-                           task_run_ratio=round(self.run_ratio, 4), fit=self.how)
+        figures = WorkFigures(driver_ms=round(self.driver * 1000, 3), task_cpu_ms=round(self.task_fixed * 1000, 3),
+                              task_cpu_per_row_us=round(self.task_per_row * 1e6, 4), tasks=self.tasks,
+                              task_run_ratio=round(self.run_ratio, 4), fit=self.how)
+        if self.driver_cpu is not None:
+            figures["driver_cpu_ms"] = round(self.driver_cpu * 1000, 3)
+        return figures
 
 
 class WorkFigures(TypedDict, total=False):
     """`Work` as `BatchCosts` names it (none of them before a fit)."""
 
     driver_ms: float
+    driver_cpu_ms: float
     task_cpu_ms: float
     task_cpu_per_row_us: float
     tasks: int
@@ -288,6 +299,8 @@ def fit_work(batches: Sequence[WorkSample], kept: int = 0) -> Work | None:
     if len(done) < 3:
         return None
     driver = ranked_quantile(sorted(max(b.driver, 0.0) for b in done), DRIVER_QUANTILE)
+    cpus = sorted(b.driver_cpu for b in done if b.driver_cpu is not None and b.driver_cpu >= 0)
+    driver_cpu = cpus[len(cpus) // 2] if cpus else None
     ratio = max(ranked_quantile(sorted(b.run / b.cpu for b in done), DRIVER_QUANTILE), 1.0)
     tasks = sorted(max(b.tasks, 1) for b in done)[len(done) // 2]
     line = fit_line([(b.rows, b.cpu) for b in done])
@@ -298,7 +311,8 @@ def fit_work(batches: Sequence[WorkSample], kept: int = 0) -> Work | None:
         task_fixed, per_row = 0.0, sorted(b.cpu / b.rows for b in done)[len(done) // 2]
         split = "the median task CPU a row (batch sizes alike: all of it taken as growing with the rows)"
     older = f" ({kept} of them the run's largest, older)" if kept else ""
-    how = (f"{len(done)} batches{older}: driver {driver * 1000:.0f} ms (their {DRIVER_QUANTILE * 100:.0f}th percentile), "
+    on_cpu = "" if driver_cpu is None else f", {driver_cpu * 1000:.0f} ms of it on the CPU (the median of {len(cpus)})"
+    how = (f"{len(done)} batches{older}: driver {driver * 1000:.0f} ms (their {DRIVER_QUANTILE * 100:.0f}th percentile){on_cpu}, "
            f"{split}: {task_fixed * 1000:.1f} ms + {per_row * 1e6:.2f} µs a row over {tasks} task(s), "
            f"times {ratio:.2f} for run time off the CPU (the same percentile of run time to CPU)")
-    return Work(driver, task_fixed, per_row, tasks, len(done), how, ratio)
+    return Work(driver, task_fixed, per_row, tasks, len(done), how, ratio, driver_cpu)

@@ -63,6 +63,28 @@ def test_ages_are_measured_inside_the_write_oldest_first(host_factory: Any, tmp_
     assert abs(status.p50_ms / 1000 - middle) <= 0.01 * middle + 0.5, (status.p50_ms, middle)
 
 
+def test_each_commit_reports_the_stream_thread_s_cpu_and_the_host_takes_the_difference(host_factory: Any,
+                                                                                        tmp_path: Path) -> None:
+    """The driver's work on the CPU (`SinkMetric.THREAD_CPU`): the stream thread's CPU time at each
+    commit, growing from one batch to the next; the host keeps a batch's share (its commit's less
+    the one before) on its timeline, which the work fit reads as `driver_cpu`."""
+    data = tmp_path / "in"
+    host = host_factory(None)
+    hosted = host.add(query("cpu", "t", files_source(data), [{"select": ["id", "produced_at"]}],
+                            sink={"type": "noop"}, sla="60s"))
+    assert hosted.phase == "Running", hosted.message
+    for batch in range(3):
+        write_rows(data, f"{batch}.json", [{"id": k, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}
+                                           for k in range(10)])
+        wait_for(lambda b=batch: hosted.output_rows == 10 * (b + 1), 60, f"batch {batch}'s progress")
+    reports = _reports(hosted)
+    cpu = [int(r[SinkMetric.THREAD_CPU]) for r in reports]
+    assert len(cpu) == 3 and 0 < cpu[0] < cpu[1] < cpu[2], cpu  # nanoseconds, cumulative on one thread
+    timelines = [hosted.timelines[int(r[SinkMetric.BATCH])] for r in reports]
+    assert timelines[0].driver_cpu is None  # no commit before the first on this thread
+    assert [t.driver_cpu for t in timelines[1:]] == pytest.approx([(cpu[1] - cpu[0]) / 1e9, (cpu[2] - cpu[1]) / 1e9])
+
+
 def iso_time(t: float) -> float:
     """A production time as the rows carry it (`iso` keeps milliseconds)."""
     return int(t * 1000) / 1000

@@ -164,7 +164,15 @@ def test_work_fit_takes_the_quieter_driver_and_task_cpu_by_the_rows() -> None:
     assert line is not None
     assert line.task_fixed == pytest.approx(0.05) and line.task_per_row == pytest.approx(0.001)
     assert line.run_ratio == 1.0  # run time below CPU time (a rounding of Spark's) is no work taken away
+    assert work.driver_cpu is None and "on the CPU" not in work.how  # no batch reported its driver's CPU
     assert fit_work(alike[:2]) is None  # fewer than 3 batches with task CPU
+    # the driver's CPU (the JVM sink's stream-thread time): the median of the batches that have it
+    timed = [alike[0]._replace(driver_cpu=None), alike[1]._replace(driver_cpu=0.04),
+             alike[2]._replace(driver_cpu=0.02), alike[3]._replace(driver_cpu=0.03)]
+    on_cpu = fit_work(timed)
+    assert on_cpu is not None and on_cpu.driver_cpu == 0.03 and on_cpu.driver == 0.2
+    assert "30 ms of it on the CPU (the median of 3)" in on_cpu.how
+    assert on_cpu.figures() == {**work.figures(), "driver_cpu_ms": 30.0, "fit": on_cpu.how}
     assert fit_work([WorkSample(100, 0.1, 0.0, 0.1, 1)] * 5) is None  # no task CPU recorded
 
 

@@ -387,9 +387,11 @@ def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
         click.option("--warmup", help="Simulated time at the start left out of the figures (default: a --scenario's "
                                       "warm-up, else 30s)."),
         click.option("--policy", type=click.Choice(POLICIES), help=f"Scheduling policy (default: the pool's, else {DEFAULT_POLICY})."),
-        click.option("--model", type=click.Choice(["cores", "cores-wait", "cores-run", "slots"]), default="cores",
+        click.option("--model", type=click.Choice(["cores", "cores-cpu", "cores-wait", "cores-run", "slots"]), default="cores",
                      show_default=True,
                      help="cores: a recording's driver work and task CPU share the cores of its Spark setup; "
+                          "cores-cpu: as cores, the driver's work its CPU time (a recording's `driver_cpu_ms`, "
+                          "where it has one) rather than its time on the critical path; "
                           "cores-wait: as cores, and each batch then waits its tasks' time off the CPU (the run "
                           "time to CPU time beyond what sharing its own batch's cores explains) without taking a core; "
                           "cores-run: task CPU times the tasks' run time to CPU time (their time off the CPU); "
@@ -490,8 +492,12 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
         if model == "cores-wait" and setup is not None:  # the tasks' time off the CPU, as a wait without a core
             waits = {key: whatif.off_cpu(found.work[4], found.work[3], setup)
                      for key, found in recorded.items() if found.work is not None}
-        if model in ("cores", "cores-wait"):  # the tasks' CPU alone (cores-run: times their run time to CPU time)
+        if model in ("cores", "cores-cpu", "cores-wait"):  # the tasks' CPU alone (cores-run: times their run time to CPU time)
             recorded = {key: found if found.work is None else replace(found, work=(*found.work[:4], 1.0))
+                        for key, found in recorded.items()}
+        if model == "cores-cpu":  # the driver's CPU, without the waits for a core its critical path holds
+            recorded = {key: found if found.work is None or found.driver_cpu is None
+                        else replace(found, work=(found.driver_cpu, *found.work[1:]))
                         for key, found in recorded.items()}
         sims = [replace(q, off_cpu=waits[q.key]) if q.driver is not None and q.key in waits else q
                 for q in whatif.sim_queries(queries, loads, recorded)]

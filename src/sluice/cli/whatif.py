@@ -73,6 +73,8 @@ class Recorded:
     work: tuple[float, float, float, int, float] | None = None
     """(driver s, task CPU s, task CPU s a row, tasks, run time to CPU): the batch as work on the cores, when the
     run recorded its stage times."""
+    driver_cpu: float | None = None
+    """Seconds of the driver's work on the CPU (the report's `driver_cpu_ms`; `--model cores-cpu`)."""
     cold: tuple[float, ...] = ()
     """Seconds its first batches with rows took (the report's `cold_ms`): a cold start."""
     lag: float = 0.0
@@ -175,8 +177,9 @@ def read_costs(path: Path, known: Sequence[str]) -> dict[str, Recorded]:
             work = (costs.driver_ms / 1000, costs.task_cpu_ms / 1000, costs.task_cpu_per_row_us / 1e6, costs.tasks or 1,
                     costs.task_run_ratio or 1.0)
         out[key] = Recorded(fixed, per_row, commit, rate, _number(entry.get("p99_ms"), 1000),
-                            _number(entry.get("attainment"), 1), work, _cold(path, key, entry.get("cold_ms", [])),
-                            costs.lag_ms / 1000, costs.spread or 1.0)
+                            _number(entry.get("attainment"), 1), work,
+                            None if costs.driver_cpu_ms is None else costs.driver_cpu_ms / 1000,
+                            _cold(path, key, entry.get("cold_ms", [])), costs.lag_ms / 1000, costs.spread or 1.0)
     return out
 
 

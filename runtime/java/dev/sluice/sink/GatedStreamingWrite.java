@@ -2,6 +2,8 @@ package dev.sluice.sink;
 
 import java.io.IOException;
 import java.io.Serializable;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.StringJoiner;
@@ -23,6 +25,8 @@ import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 final class GatedStreamingWrite implements StreamingWrite {
   static final String POOL = "spark.scheduler.pool";
   static final String DESCRIPTION = "spark.job.description";
+  /** The stream thread's CPU time (the batch's commit runs on it): what the driver's work cost. */
+  private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
 
   private final GatedTable table;
   private final StreamingWrite delegate;
@@ -88,6 +92,7 @@ final class GatedStreamingWrite implements StreamingWrite {
       restorePool();
     }
     long committed = System.currentTimeMillis();
+    long threadCpu = THREADS.isCurrentThreadCpuTimeSupported() ? THREADS.getCurrentThreadCpuTime() : -1;
     Map<String, String> out = new LinkedHashMap<>();
     out.put("sluice.batch", Long.toString(epochId));
     out.put("sluice.asked", Long.toString(batchId));
@@ -95,6 +100,7 @@ final class GatedStreamingWrite implements StreamingWrite {
     out.put("sluice.began", Long.toString(began));
     out.put("sluice.committed", Long.toString(committed));
     out.put("sluice.pool", band == null ? "" : band);
+    out.put("sluice.threadCpu", Long.toString(threadCpu));
     StringJoiner quantiles = new StringJoiner(",");
     for (double q : table.grid) {
       quantiles.add(Double.toString(ages.quantile(q)));

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# What-if's models against every stored validation sitting at once: each sitting's recordings
+# (${SITTINGS:-bench/results/validate-2026-12-0*}/<scenario>/report.json, the harness's figures
+# beside the runtime's recorded costs) simulated again with the current code, so a change to the
+# model is judged on many sittings' measurements rather than one. No Spark runs: a minute or two.
+#   OUT=bench/results/resimulate-<date> MODELS="cores cores-wait" bench/run-resimulate.sh
+# Results: ${OUT}/<sitting>/<scenario>/sim-<model>/, each sitting's table in ${OUT}/<sitting>/table.txt
+# and the counts of every sitting in ${OUT}/summary.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-bench/results/resimulate}"
+mkdir -p "$out"
+: > "$out/summary.txt"
+for sitting in ${SITTINGS:-bench/results/validate-2026-12-0*}; do
+  name="$(basename "$sitting")"
+  for report in "$sitting"/*/report.json; do
+    scenario="$(basename "$(dirname "$report")")"
+    for model in ${MODELS:-cores cores-wait}; do
+      .venv/bin/sluice simulate --scenario "bench/scenarios/$scenario.yaml" --costs "$report" \
+        --executors 1 --model "$model" --out "$out/$name/$scenario/sim-$model" > /dev/null 2>&1
+    done
+  done
+  .venv/bin/python -m sluice.bench.validate --table "$out/$name" > "$out/$name/table.txt"
+  grep -E "^[a-z-]+: [0-9]+ of" "$out/$name/table.txt" | sed "s|^|$name |" | tee -a "$out/summary.txt"
+done
