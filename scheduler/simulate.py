@@ -119,6 +119,10 @@ class SimQuery:
     """Seconds a task spends off the CPU (state-store and shuffle writes, fetches) for each second
     of its CPU (with `driver`): after its tasks' CPU the batch waits that long without taking a
     core (`--model cores-wait`)."""
+    driver_wait: float = 0.0
+    """Seconds of a batch's driver work spent off the CPU (with `driver`, then its CPU seconds): the
+    Kafka and checkpoint round trips of offsets and commit, waited without taking a core
+    (`--model cores-cpu`, after the batch's tasks as `off_cpu`'s wait)."""
     spread: float = 1.0
     """How much its batches' costs vary beyond their rows: a recording's `costs.spread` (the 90th
     percentile of each warm batch's cost over the fitted cost of its rows, over the median). Above
@@ -150,13 +154,14 @@ class SimQuery:
         phase, then its tasks side by side, then their time off the CPU)."""
         if self.driver is None:
             return (self.fixed + self.per_row * rows) * factor
-        return (self.driver + (self.task_fixed + self.task_per_row * rows) / max(self.tasks, 1) * (1.0 + self.off_cpu)) * factor
+        return (self.driver + self.driver_wait
+                + (self.task_fixed + self.task_per_row * rows) / max(self.tasks, 1) * (1.0 + self.off_cpu)) * factor
 
     def waits(self, rows: float, factor: float = 1.0) -> float:
         """Seconds a batch of `rows` spends off the CPU after its work on the cores (no core taken)."""
-        if self.driver is None or self.off_cpu <= 0:
+        if self.driver is None:
             return 0.0
-        return (self.task_fixed + self.task_per_row * rows) / max(self.tasks, 1) * self.off_cpu * factor
+        return ((self.task_fixed + self.task_per_row * rows) / max(self.tasks, 1) * self.off_cpu + self.driver_wait) * factor
 
     def produced(self, t: float) -> float:
         """Rows produced by simulated time t (the load generator's integral: `LoadPlan.expected`)."""
@@ -446,7 +451,7 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
 
     for index, query in enumerate(queries):
         if query.sla <= 0 or query.rate < 0 or query.fixed < 0 or query.per_row < 0 or query.commit < 0 \
-                or query.off_cpu < 0 or any(c < 0 for c in query.cold):
+                or query.off_cpu < 0 or query.driver_wait < 0 or any(c < 0 for c in query.cold):
             raise ValueError(f"query {query.key}: the SLA must be above zero and rates and costs not negative")
         if query.window is not None and query.window <= 0:
             raise ValueError(f"query {query.key}: a window must be longer than zero")
@@ -515,7 +520,8 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
             state = states[job.key]
             batch = state.batch
             assert batch is not None and batch.granted is not None
-            off = state.query.waits(batch.rows, batch.factor) if state.query.off_cpu > 0 else 0.0
+            query = state.query
+            off = query.waits(batch.rows, batch.factor) if query.off_cpu > 0 or query.driver_wait > 0 else 0.0
             off = max(off, batch.granted + batch.cold - now)  # a cold start's time beyond its work
             batch.cost = now + off - batch.granted
             push(now + off + state.query.commit, _DONE, job.key, state.generation)

@@ -206,19 +206,25 @@ def test_a_recording_s_work_and_spark_setup_drive_the_shared_cores(tmp_path: Pat
         assert code == 0, err
         p99 = json.loads((tmp_path / model / "simulate.json").read_text())["queries"]["payments/fraud-filter"]["p99_ms"]
         assert longest - 12 < p99 <= longest * 1.02
-    # --model cores-cpu: the driver's work is its CPU (`driver_cpu_ms`, 30 ms), not its 80 ms on the
-    # critical path: 200 + 30 + 6 ms; a recording without the figure keeps the 80 ms (286)
+    # --model cores-cpu: the driver's CPU (`driver_cpu_ms`, 30 ms) on the shared cores, the rest of
+    # its 80 ms a wait without a core: alone, a batch takes as long as under cores (200 + 86 ms)
     timed = tmp_path / "timed.json"
     timed.write_text(json.dumps({"cores": 2, "gate_capacity": 4, "spark": {"master": "local[16]"},
                                  "queries": {"payments/fraud-filter": {"costs": {**costs, **work, "driver_cpu_ms": 30.0}}}}))
     assert read_costs(timed, ["payments/fraud-filter"])["payments/fraud-filter"].driver_cpu == 0.03
-    for recording, longest in ((timed, 236), (report, 286)):
+    for recording, longest in ((timed, 286), (report, 286)):
         out_dir = tmp_path / f"cpu-{recording.stem}"
         code, _, err = invoke("simulate", "-f", FRAUD, "--costs", str(recording), "--executors", "1", "--duration", "1m",
                               "--model", "cores-cpu", "--out", str(out_dir))
         assert code == 0, err
         p99 = json.loads((out_dir / "simulate.json").read_text())["queries"]["payments/fraud-filter"]["p99_ms"]
         assert longest - 12 < p99 <= longest * 1.02
+    from sluice.cli.main import _whatif_inputs
+
+    split = _whatif_inputs((FRAUD,), None, str(timed), None, None, None, "1m", None, model="cores-cpu").queries[0]
+    assert (split.driver, split.driver_wait) == pytest.approx((0.03, 0.05))  # 30 ms on the cores, 50 ms waited
+    assert split.alone(40) == pytest.approx(0.03 + 0.05 + (0.01 + 40 * 5e-5) / 2)  # 86 ms, as under cores
+    assert split.waits(40) == pytest.approx(0.05)  # after its tasks, no core taken
     assert off_cpu(2.0, 2, Setup(2, 4, 16, True)) == 1.0  # 2 tasks on 2 cores: none shares its batch's cores
     assert off_cpu(9.0, 8, Setup(2, 4, 16, True)) == 5.0  # 8 tasks on 2 cores: 4x from its own batch
     assert off_cpu(9.0, 8, Setup(2, 4, 2, True)) == 8.0  # 2 slots: its tasks run 2 at a time

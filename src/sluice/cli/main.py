@@ -390,8 +390,9 @@ def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
         click.option("--model", type=click.Choice(["cores", "cores-cpu", "cores-wait", "cores-run", "slots"]), default="cores",
                      show_default=True,
                      help="cores: a recording's driver work and task CPU share the cores of its Spark setup; "
-                          "cores-cpu: as cores, the driver's work its CPU time (a recording's `driver_cpu_ms`, "
-                          "where it has one) rather than its time on the critical path; "
+                          "cores-cpu: as cores, the driver's work its CPU time on the shared cores (a recording's "
+                          "`driver_cpu_ms`, where it has one) and the rest of its time on the critical path a wait "
+                          "that takes no core; "
                           "cores-wait: as cores, and each batch then waits its tasks' time off the CPU (the run "
                           "time to CPU time beyond what sharing its own batch's cores explains) without taking a core; "
                           "cores-run: task CPU times the tasks' run time to CPU time (their time off the CPU); "
@@ -495,12 +496,13 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
         if model in ("cores", "cores-cpu", "cores-wait"):  # the tasks' CPU alone (cores-run: times their run time to CPU time)
             recorded = {key: found if found.work is None else replace(found, work=(*found.work[:4], 1.0))
                         for key, found in recorded.items()}
-        if model == "cores-cpu":  # the driver's CPU, without the waits for a core its critical path holds
-            recorded = {key: found if found.work is None or found.driver_cpu is None
-                        else replace(found, work=(found.driver_cpu, *found.work[1:]))
-                        for key, found in recorded.items()}
+        driver_cpu = {key: found.driver_cpu for key, found in recorded.items()
+                      if model == "cores-cpu" and found.work is not None and found.driver_cpu is not None}
         sims = [replace(q, off_cpu=waits[q.key]) if q.driver is not None and q.key in waits else q
                 for q in whatif.sim_queries(queries, loads, recorded)]
+        # cores-cpu: the driver's CPU on the shared cores, the rest of its time (Kafka and checkpoint
+        # round trips, and the waits for a core the recording had) a wait that takes none
+        sims = [whatif.driver_on_cpu(q, driver_cpu[q.key]) if q.key in driver_cpu else q for q in sims]
     except whatif.WhatIfError as error:
         click.echo(str(error), err=True)
         sys.exit(1)

@@ -120,6 +120,16 @@ def off_cpu(run_ratio: float, tasks: int, setup: Setup) -> float:
     return max(run_ratio - max(1.0, running / setup.cores), 0.0)
 
 
+def driver_on_cpu(query: SimQuery, cpu: float) -> SimQuery:
+    """`query` with its driver's work split (`--model cores-cpu`): `cpu` seconds on the shared
+    cores, the rest of its recorded driver time (offsets' and the commit's round trips, and what
+    the recording's batches waited for a core) a wait without one."""
+    if query.driver is None:
+        return query
+    on_cpu = min(cpu, query.driver)
+    return replace(query, driver=on_cpu, driver_wait=query.driver - on_cpu)
+
+
 def _yaml(path: Path) -> Any:
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
