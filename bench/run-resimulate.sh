@@ -18,8 +18,11 @@ for sitting in ${SITTINGS:-bench/results/validate-2026-12-0*}; do
     for model in ${MODELS:-cores cores-wait}; do
       .venv/bin/sluice simulate --scenario "bench/scenarios/$scenario.yaml" --costs "$report" \
         --executors 1 --model "$model" --out "$out/$name/$scenario/sim-$model" > /dev/null 2>&1
+      rm -f "$out/$name/$scenario/sim-$model/simulate.png"  # the sitting's own plots are beside its run
     done
   done
   .venv/bin/python -m sluice.bench.validate --table "$out/$name" > "$out/$name/table.txt"
   grep -E "^[a-z-]+: [0-9]+ of" "$out/$name/table.txt" | sed "s|^|$name |" | tee -a "$out/summary.txt"
 done
+# every sitting's counts summed per model
+awk '{n[$2] += $3; m[$2] += $5} END {for (k in n) print "all " k " " n[k] " of " m[k]}' "$out/summary.txt" | sort | tee -a "$out/summary.txt"
