@@ -15,7 +15,7 @@ for n in ${COUNTS:-1 2 3}; do
   .venv/bin/sluice bench cameo --scenario "$scenario" --policies cameo --executors "$n" --out "$run"
   .venv/bin/python -m sluice.bench.validate "$run/runs/cameo-0/report.json" "$run/results.json" cameo "$run/report.json"
   .venv/bin/sluice size --scenario "$scenario" --costs "$run/report.json" --cores-per-executor 1 \
-    --model "${MODEL:-cores-wait}" --out "$run" || [ $? -eq 3 ]  # 3: not kept within --max-executors (size.json says)
+    --model "${MODEL:-cores}" --out "$run" || [ $? -eq 3 ]  # 3: not kept within --max-executors (size.json says)
   rm -rf "$run/kafka" "$run/runs/cameo-0/work"
 done
 .venv/bin/python -m sluice.bench.size_check "$scenario" "$out"

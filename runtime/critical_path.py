@@ -53,11 +53,11 @@ class BatchTimeline:
     tasks: int = 0
     """The most tasks any of its stages had: how many cores the batch can use at once."""
     run_seconds: float = 0.0
+    """Task run time over the batch's stages (CPU and off-CPU time, time-slices lost included)."""
     driver_cpu: float | None = None
     """CPU seconds of its query's stream thread from the commit before to its own (offsets,
     planning, the driver between jobs, the commit: the driver's work without its waits for a
     core); None where the JVM sink did not report it."""
-    """Task run time over the batch's stages (CPU and off-CPU time, time-slices lost included)."""
     committed: float | None = None
     """Wall-clock time the batch's sink write completed (the gate's clock)."""
     latency: float | None = None

@@ -214,6 +214,25 @@ def test_time_off_the_cpu_delays_the_batch_without_taking_a_core() -> None:
     assert 3.1 <= alone[0] <= 3.1 * 1.02
 
 
+def test_the_driver_s_time_off_the_cpu_is_waited_without_a_core() -> None:
+    # `--model cores-cpu`: each batch's driver 0.1 s on the CPU and then 0.2 s off it (driver_wait),
+    # no task work; both granted at 5 s with the drivers sharing one core: the CPU ends at 5.2, the
+    # wait at 5.4 (p50 5.4 - 2.5 = 2.9 s). The same 0.3 s of driver all on the CPU, shared: 5.6
+    # (p50 3.1 s). Alone, both take 0.3 s (p50 2.8 s).
+    def pair(driver: float, wait: float) -> list[SimQuery]:
+        return [filter_query(key=f"{t}/f", tenant=t, sla=10.0, commit=0.0, trigger=5.0, driver=driver,
+                             driver_wait=wait) for t in ("a", "b")]
+
+    def p50s(queries: list[SimQuery], pool: Pool) -> list[float]:
+        return [q.quantile(0.5) or 0.0 for q in simulate(queries, pool, Options(duration=6.5)).queries.values()]
+
+    shared = Pool(1, capacity=2, driver_shares=True)
+    assert all(2.9 <= p <= 2.9 * 1.02 for p in p50s(pair(0.1, 0.2), shared))
+    assert all(3.1 <= p <= 3.1 * 1.02 for p in p50s(pair(0.3, 0.0), shared))
+    alone = p50s(pair(0.1, 0.2)[:1], Pool(1, 2))
+    assert 2.8 <= alone[0] <= 2.8 * 1.02
+
+
 def test_a_cold_start_s_first_batch_takes_its_recorded_time_and_leaves_a_backlog() -> None:
     # a batch a second (0.1 s, commit 0.05 s); the first with rows (at 1 s, rows of 0..1 s) took
     # 2.5 s in the recording: it commits at 3.55 s (latencies 2.55..3.55 s). The next trigger is

@@ -387,14 +387,13 @@ def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
         click.option("--warmup", help="Simulated time at the start left out of the figures (default: a --scenario's "
                                       "warm-up, else 30s)."),
         click.option("--policy", type=click.Choice(POLICIES), help=f"Scheduling policy (default: the pool's, else {DEFAULT_POLICY})."),
-        click.option("--model", type=click.Choice(["cores", "cores-cpu", "cores-wait", "cores-run", "slots"]), default="cores-wait",
+        click.option("--model", type=click.Choice(["cores", "cores-cpu", "cores-wait", "cores-run", "slots"]), default="cores",
                      show_default=True,
                      help="cores: a recording's driver work and task CPU share the cores of its Spark setup; "
                           "cores-cpu: as cores, the driver's work its CPU time on the shared cores (a recording's "
                           "`driver_cpu_ms`, where it has one) and the rest of its time on the critical path a wait "
                           "that takes no core; "
-                          "cores-wait (the default since 2026-12-02: the closest over twelve validation sittings): as "
-                          "cores, and each batch then waits its tasks' time off the CPU (the run "
+                          "cores-wait: as cores, and each batch then waits its tasks' time off the CPU (the run "
                           "time to CPU time beyond what sharing its own batch's cores explains) without taking a core; "
                           "cores-run: task CPU times the tasks' run time to CPU time (their time off the CPU); "
                           "slots: each batch holds one slot for its recorded wall time (the model before 2026-11-29)."),
@@ -456,7 +455,7 @@ class _WhatIf(NamedTuple):
 
 def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | None, rates: str | None,
                    cores: int | None, policy: str | None, duration: str | None, warmup: str | None,
-                   timeline: bool = False, model: str = "cores-wait", other_cores: float | None = None,
+                   timeline: bool = False, model: str = "cores", other_cores: float | None = None,
                    cold: bool = True, host_cores: float | None = None, lag: bool = True,
                    spread: bool = True) -> _WhatIf:
     """The simulation's queries, cores per executor, policy, the recording's figures and the
