@@ -497,7 +497,7 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
             recorded = {key: found if found.work is None else replace(found, work=(*found.work[:4], 1.0))
                         for key, found in recorded.items()}
         driver_cpu = {key: found.driver_cpu for key, found in recorded.items()
-                      if model == "cores-cpu" and found.work is not None and found.driver_cpu is not None}
+                      if found.work is not None and found.driver_cpu is not None} if model == "cores-cpu" else {}
         sims = [replace(q, off_cpu=waits[q.key]) if q.driver is not None and q.key in waits else q
                 for q in whatif.sim_queries(queries, loads, recorded)]
         # cores-cpu: the driver's CPU on the shared cores, the rest of its time (Kafka and checkpoint
