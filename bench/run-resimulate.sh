@@ -16,8 +16,11 @@ for sitting in ${SITTINGS:-bench/results/validate-2026-12-0*}; do
   for report in "$sitting"/*/report.json; do
     scenario="$(basename "$(dirname "$report")")"
     for model in ${MODELS:-cores cores-wait}; do
+      # its table is not needed (the sitting's table is below); its one-sentence error is, if it fails
       .venv/bin/sluice simulate --scenario "bench/scenarios/$scenario.yaml" --costs "$report" \
-        --executors 1 --model "$model" --out "$out/$name/$scenario/sim-$model" > /dev/null 2>&1
+        --executors 1 --model "$model" --out "$out/$name/$scenario/sim-$model" 2>&1 > /dev/null \
+        | grep -v "^simulating \|^wrote " >&2 || true
+      test -f "$out/$name/$scenario/sim-$model/simulate.json"  # stop here when it failed
       rm -f "$out/$name/$scenario/sim-$model/simulate.png"  # the sitting's own plots are beside its run
     done
   done
