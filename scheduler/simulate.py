@@ -411,6 +411,16 @@ class _State:
 _TRIGGER, _DONE, _DISPATCH, _CHECK, _WORKED = 0, 1, 2, 3, 4
 
 
+def next_trigger(began: float, interval: float) -> float:
+    """When Spark's processing-time trigger fires next after a trigger at `began`: the next
+    multiple of the interval (`ProcessingTimeExecutor.nextBatchTime`, on the epoch's clock, as
+    window ends are), not an interval after it. Queries of one interval trigger together, and a
+    batch that ran past the tick is followed at once, the one after it on the grid again."""
+    if interval <= 0:
+        return began
+    return (math.floor(began / interval + 1e-9) + 1) * interval
+
+
 def first_interval(query: SimQuery) -> tuple[float, str]:
     if query.trigger is not None:
         return max(query.trigger, 0.0), "spec.trigger sets it."
@@ -541,7 +551,8 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
                 windows.append(end)
                 end += query.window
         if rows < 0.5 and not windows:  # nothing to read or emit: Spark skips the trigger
-            push(now + max(state.interval, 1e-3), _TRIGGER, query.key, state.generation)
+            push(next_trigger(now, state.interval) if state.interval > 0 else now + 1e-3, _TRIGGER, query.key,
+                 state.generation)
             return
         state.batch = _Batch(state.next_id, now, rows, state.read_to, upto, windows)
         scheduler.submit(BatchRequest(query.key, state.next_id, round(rows), oldest_event=state.read_to,
@@ -585,7 +596,7 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
         state.batch = None
         if query.trigger is None:  # spec.trigger's interval never changes
             dirty.add(query.key)
-        following = batch.start + state.interval
+        following = next_trigger(batch.start, state.interval)
         push(max(following, now), _TRIGGER, query.key, state.generation)
         if scheduler.may_have_pending:  # the freed slot matters only to a waiting batch
             dispatch(now)

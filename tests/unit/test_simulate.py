@@ -6,7 +6,15 @@ import pytest
 
 from sluice.api.constants import GRID, MASSES
 from sluice.api.scenario import Burst
-from sluice.scheduler.simulate import Options, Pool, QueryResult, SimQuery, simulate, size
+from sluice.scheduler.simulate import (
+    Options,
+    Pool,
+    QueryResult,
+    SimQuery,
+    next_trigger,
+    simulate,
+    size,
+)
 
 
 def filter_query(**overrides: object) -> SimQuery:
@@ -231,6 +239,21 @@ def test_the_driver_s_time_off_the_cpu_is_waited_without_a_core() -> None:
     assert all(3.1 <= p <= 3.1 * 1.02 for p in p50s(pair(0.3, 0.0), shared))
     alone = p50s(pair(0.1, 0.2)[:1], Pool(1, 2))
     assert 2.8 <= alone[0] <= 2.8 * 1.02
+
+
+def test_triggers_fire_on_their_interval_s_grid_and_a_late_batch_is_followed_at_once() -> None:
+    # Spark's ProcessingTimeExecutor: the next multiple of the interval after a trigger, or at once
+    # when the batch ran past it
+    assert next_trigger(2.35, 1.0) == pytest.approx(3.0) and next_trigger(3.0, 1.0) == pytest.approx(4.0)
+    assert next_trigger(0.6, 0.2) == pytest.approx(0.8)  # 0.6 / 0.2 is 2.9999999999999996 in floats
+    assert next_trigger(5.0, 0.0) == 5.0  # back to back
+    # a batch a second (0.1 s, commit 0.05 s) whose first with rows (at 1 s) took 1.3 s: it commits
+    # at 2.35 s (rows of 0..1 s: the oldest 2.35 s late), past the tick at 2 s, so the next runs at
+    # once (rows of 1..2.35 s, committed at 2.5 s: 1.5 s) and the one after on the grid again: at 3 s
+    # (not 3.35 s), rows of 2.35..3 s, committed at 3.15 s (0.8 s)
+    q = simulate([filter_query(cold=(1.3,))], Pool(1), Options(duration=3.2, timeline=True)).queries["a/filter"]
+    assert q.batches == 3 and q.rows == pytest.approx(300)
+    assert [(round(t, 2), round(worst, 2)) for t, worst in q.timeline] == [(2.35, 2.35), (2.5, 1.5), (3.15, 0.8)]
 
 
 def test_a_cold_start_s_first_batch_takes_its_recorded_time_and_leaves_a_backlog() -> None:
