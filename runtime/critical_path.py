@@ -58,6 +58,9 @@ class BatchTimeline:
     """CPU seconds of its query's stream thread from the commit before to its own (offsets,
     planning, the driver between jobs, the commit: the driver's work without its waits for a
     core); None where the JVM sink did not report it."""
+    turn_wait: float | None = None
+    """Seconds its bulk tasks waited for a turn of the urgent lane, inside `run_seconds` (None:
+    not seen by the JVM sink)."""
     committed: float | None = None
     """Wall-clock time the batch's sink write completed (the gate's clock)."""
     latency: float | None = None

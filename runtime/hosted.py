@@ -178,7 +178,8 @@ class HostedQuery:
 
     def work_samples(self, paths: list[Traced]) -> list[WorkSample]:
         """The batches of `paths` with task CPU, as the work fit reads them."""
-        return [WorkSample(int(t.rows), driver_seconds(path), t.cpu_seconds, t.run_seconds, t.tasks, t.driver_cpu)
+        return [WorkSample(int(t.rows), driver_seconds(path), t.cpu_seconds, t.run_seconds, t.tasks, t.driver_cpu,
+                           t.turn_wait)
                 for t, path in paths if t.rows > 0 and t.cpu_seconds > 0]
 
     def work_input(self, paths: list[Traced] | None = None) -> tuple[list[WorkSample], list[WorkSample]]:

@@ -102,6 +102,7 @@ class Intake:
                                                 - timeline.gate_wait * 1000, 0.0), 1))
             if written is not None:
                 timeline.committed = written.committed
+                timeline.turn_wait = written.turn_wait
                 if written.thread_cpu is not None:  # the driver's CPU since the last commit (a new thread: none)
                     last_cpu, hosted.thread_cpu = hosted.thread_cpu, written.thread_cpu
                     if last_cpu is not None and written.thread_cpu >= last_cpu:
@@ -203,6 +204,8 @@ class SinkReport:
     """Production times of its rows at each GRID quantile, oldest first (empty: no rows)."""
     thread_cpu: float | None = None
     """Seconds of CPU the query's stream thread had used by the commit (None: not known)."""
+    turn_wait: float | None = None
+    """Seconds the batch's bulk tasks waited for a turn of the urgent lane (None: not seen)."""
 
 
 def sink_report(progress: Any) -> SinkReport | None:
@@ -212,8 +215,10 @@ def sink_report(progress: Any) -> SinkReport | None:
     began = int(metrics[SinkMetric.BEGAN]) / 1000
     ages = [float(a) / 1000 for a in metrics[SinkMetric.AGES].split(",") if a]
     cpu = int(metrics.get(SinkMetric.THREAD_CPU, "-1"))
+    turns = int(metrics.get(SinkMetric.TURN_WAIT, "-1"))
     return SinkReport(int(metrics[SinkMetric.ROWS]), began, int(metrics[SinkMetric.COMMITTED]) / 1000,
-                      [began - age for age in ages], cpu / 1e9 if cpu >= 0 else None)
+                      [began - age for age in ages], cpu / 1e9 if cpu >= 0 else None,
+                      turns / 1e9 if turns >= 0 else None)
 
 
 def _epoch(iso: str) -> float:

@@ -67,6 +67,9 @@ class SinkMetric:
     THREAD_CPU = "sluice.threadCpu"
     """Nanoseconds of CPU the query's stream thread had used by the commit (-1: the JVM cannot
     tell): between two commits, the driver's work on its batch (offsets, planning, the commit)."""
+    TURN_WAIT = "sluice.turnWait"
+    """Nanoseconds the batch's bulk tasks waited for a turn of the urgent lane (inside their run
+    time; -1: not seen, where no turns are taken or the tasks ran in executors of their own)."""
     AGES = "sluice.ages"
     """Comma-separated milliseconds: the rows' ages when the write began, at the grid's quantiles."""
 

@@ -209,9 +209,11 @@ def _run(queries: list[StreamingQuery], options: RunOptions, config: SessionConf
             "costs": None if status.costs is None else status.costs.model_dump(),
             "cold_ms": cold.get(key, []),
             # the work fit's input (costs.fit says what it produced): [rows, driver s, task CPU s,
-            # task run s, tasks, driver CPU s or null] of each recent batch and each older one kept for its size
+            # task run s, tasks, driver CPU s or null, bulk-turn wait s or null] of each recent batch
+            # and each older one kept for its size
             "work_samples": {part: [[s.rows, round(s.driver, 6), round(s.cpu, 6), round(s.run, 6), s.tasks,
-                                     None if s.driver_cpu is None else round(s.driver_cpu, 6)]
+                                     None if s.driver_cpu is None else round(s.driver_cpu, 6),
+                                     None if s.turn_wait is None else round(s.turn_wait, 6)]
                                     for s in samples]
                              for part, samples in zip(("recent", "kept"), work.get(key, ([], [])), strict=True)},
         }

@@ -240,6 +240,9 @@ class WorkSample(NamedTuple):
     driver_cpu: float | None = None
     """CPU seconds of its query's stream thread over the batch (the driver's work without its
     waits for a core; None where the run did not report it)."""
+    turn_wait: float | None = None
+    """Seconds of `run` its tasks spent waiting for a turn of the urgent lane (bulk tasks take
+    turns on a local master; the simulation has the turns of its own); None where not seen."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +304,9 @@ def fit_work(batches: Sequence[WorkSample], kept: int = 0) -> Work | None:
     driver = ranked_quantile(sorted(max(b.driver, 0.0) for b in done), DRIVER_QUANTILE)
     cpus = sorted(b.driver_cpu for b in done if b.driver_cpu is not None and b.driver_cpu >= 0)
     driver_cpu = cpus[len(cpus) // 2] if cpus else None
-    ratio = max(ranked_quantile(sorted(b.run / b.cpu for b in done), DRIVER_QUANTILE), 1.0)
+    # a task's time off the CPU, without its wait for a bulk turn (the simulation has the turns)
+    ratio = max(ranked_quantile(sorted((b.run - min(b.turn_wait or 0.0, b.run)) / b.cpu for b in done),
+                                DRIVER_QUANTILE), 1.0)
     tasks = sorted(max(b.tasks, 1) for b in done)[len(done) // 2]
     line = fit_line([(b.rows, b.cpu) for b in done])
     if line is not None:
@@ -311,8 +316,9 @@ def fit_work(batches: Sequence[WorkSample], kept: int = 0) -> Work | None:
         task_fixed, per_row = 0.0, sorted(b.cpu / b.rows for b in done)[len(done) // 2]
         split = "the median task CPU a row (batch sizes alike: all of it taken as growing with the rows)"
     older = f" ({kept} of them the run's largest, older)" if kept else ""
+    turns = ", less its waits for a bulk turn," if any(b.turn_wait for b in done) else ""
     on_cpu = "" if driver_cpu is None else f", {driver_cpu * 1000:.0f} ms of it on the CPU (the median of {len(cpus)})"
     how = (f"{len(done)} batches{older}: driver {driver * 1000:.0f} ms (their {DRIVER_QUANTILE * 100:.0f}th percentile){on_cpu}, "
            f"{split}: {task_fixed * 1000:.1f} ms + {per_row * 1e6:.2f} µs a row over {tasks} task(s), "
-           f"times {ratio:.2f} for run time off the CPU (the same percentile of run time to CPU)")
+           f"times {ratio:.2f} for run time off the CPU (the same percentile of run time{turns} to CPU)")
     return Work(driver, task_fixed, per_row, tasks, len(done), how, ratio, driver_cpu)

@@ -58,7 +58,7 @@ def test_run_with_duration_writes_the_report(tmp_path: Path, gate: str) -> None:
     assert costs["driver_cpu_ms"] is None and "on the CPU" not in costs["fit"], costs
     # and the fit's input beside it, so a fit can be redone from the recording (bench/validate.py)
     samples = query["work_samples"]["recent"] + query["work_samples"]["kept"]
-    assert len(samples) >= 3 and all(len(s) == 6 and s[0] > 0 and s[2] > 0 and s[4] >= 1 for s in samples), samples
+    assert len(samples) >= 3 and all(len(s) == 7 and s[0] > 0 and s[2] > 0 and s[4] >= 1 for s in samples), samples
     assert fit_work([WorkSample(*s) for s in samples]) is not None
     # the Spark setup the simulation shares the cores of: the gate's batches at once, the master
     assert result["gate_capacity"] >= 1 and result["spark"]["master"].startswith("local[")

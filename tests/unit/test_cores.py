@@ -174,6 +174,13 @@ def test_work_fit_takes_the_quieter_driver_and_task_cpu_by_the_rows() -> None:
     assert "30 ms of it on the CPU (the median of 3)" in on_cpu.how
     assert on_cpu.figures() == {**work.figures(), "driver_cpu_ms": 30.0, "fit": on_cpu.how}
     assert fit_work([WorkSample(100, 0.1, 0.0, 0.1, 1)] * 5) is None  # no task CPU recorded
+    # the run time's waits for a bulk turn (the simulation has the turns) are left out of the ratio:
+    # (0.4 - 0.1), (0.6 - 0.3), (0.2 - 0), 0.8 (not seen) over 0.2: 1.5, 1.5, 1 and 4; the 25th percentile 1.5
+    turns = [alike[0]._replace(turn_wait=0.1), alike[1]._replace(turn_wait=0.3), alike[2]._replace(turn_wait=0.0),
+             alike[3]]
+    waited = fit_work(turns)
+    assert waited is not None and waited.run_ratio == pytest.approx(1.5)
+    assert "run time, less its waits for a bulk turn, to CPU" in waited.how and "bulk turn" not in work.how
 
 
 def test_a_batch_s_driver_seconds_leave_out_the_gate_the_stages_and_the_commit() -> None:

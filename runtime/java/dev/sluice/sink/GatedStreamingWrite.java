@@ -93,6 +93,7 @@ final class GatedStreamingWrite implements StreamingWrite {
     }
     long committed = System.currentTimeMillis();
     long threadCpu = THREADS.isCurrentThreadCpuTimeSupported() ? THREADS.getCurrentThreadCpuTime() : -1;
+    long turnWait = table.description == null ? -1 : UrgentLane.takeTurnWait(table.description + batchId);
     Map<String, String> out = new LinkedHashMap<>();
     out.put("sluice.batch", Long.toString(epochId));
     out.put("sluice.asked", Long.toString(batchId));
@@ -101,6 +102,7 @@ final class GatedStreamingWrite implements StreamingWrite {
     out.put("sluice.committed", Long.toString(committed));
     out.put("sluice.pool", band == null ? "" : band);
     out.put("sluice.threadCpu", Long.toString(threadCpu));
+    out.put("sluice.turnWait", Long.toString(turnWait));
     StringJoiner quantiles = new StringJoiner(",");
     for (double q : table.grid) {
       quantiles.add(Double.toString(ages.quantile(q)));
@@ -111,6 +113,9 @@ final class GatedStreamingWrite implements StreamingWrite {
 
   @Override
   public void abort(long epochId, WriterCommitMessage[] messages) {
+    if (table.description != null) {
+      UrgentLane.takeTurnWait(table.description + batchId);
+    }
     WriterCommitMessage[] inner = new WriterCommitMessage[messages.length];
     for (int i = 0; i < messages.length; i++) {
       inner[i] = messages[i] instanceof Message m ? m.inner : messages[i];

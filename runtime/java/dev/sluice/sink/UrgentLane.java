@@ -11,6 +11,7 @@ import java.util.HashSet;
 import java.util.Map;
 import java.util.PriorityQueue;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
@@ -44,7 +45,11 @@ import org.apache.spark.api.plugin.SparkPlugin;
  *       goes to the waiting task of the most urgent bulk band (the order of {@link #BULK_POOLS}),
  *       then to the one that waited longest: in arrival order a 5 s query's 8 small tasks waited
  *       behind an aggregation's long ones and took 2-6 s a batch where they took 0.2-0.4 s
- *       ahead of them (multi-tenant, 2026-11-26).
+ *       ahead of them (multi-tenant, 2026-11-26). The time a batch's tasks waited for their turn
+ *       is inside their run time (Spark starts the clock before the plugin's {@code onTaskStart});
+ *       it is summed per batch (its jobs' description) and taken by its commit ({@link
+ *       #takeTurnWait}) where the tasks run in the driver's JVM, so the work fit can tell it from
+ *       the tasks' own time off the CPU.
  * </ul>
  */
 public final class UrgentLane implements SparkPlugin {
@@ -60,6 +65,10 @@ public final class UrgentLane implements SparkPlugin {
   private static volatile String why = "not started";
   private static volatile boolean started;
   private static final ThreadLocal<Boolean> WAITED = ThreadLocal.withInitial(() -> false);
+  /** Nanoseconds bulk tasks waited for a turn, by their job's description (one a batch). */
+  private static final Map<String, Long> TURN_WAITS = new ConcurrentHashMap<>();
+  /** Batches whose waits are kept at most: one whose commit never comes is dropped with the rest. */
+  static final int TURN_WAITS_KEPT = 4096;
 
   @Override
   public DriverPlugin driverPlugin() {
@@ -77,7 +86,8 @@ public final class UrgentLane implements SparkPlugin {
       @Override
       public void onTaskStart() {
         TaskContext task = TaskContext.get();
-        taskStarts(task == null ? null : task.getLocalProperty(GatedStreamingWrite.POOL));
+        taskStarts(task == null ? null : task.getLocalProperty(GatedStreamingWrite.POOL),
+            task == null ? null : task.getLocalProperty(GatedStreamingWrite.DESCRIPTION));
       }
 
       @Override
@@ -133,7 +143,7 @@ public final class UrgentLane implements SparkPlugin {
     return Collections.unmodifiableMap(found);
   }
 
-  private static void taskStarts(String pool) {
+  private static void taskStarts(String pool, String description) {
     Set<String> pools = urgent;
     if (pools == null) {
       return;
@@ -143,8 +153,16 @@ public final class UrgentLane implements SparkPlugin {
     Integer rank = pool == null ? null : bulkRanks.get(pool);
     if (turns != null && rank != null) {
       try {
+        long asked = System.nanoTime();
         turns.acquire(rank);
         WAITED.set(true);
+        long waited = System.nanoTime() - asked;
+        if (description != null) {
+          if (TURN_WAITS.size() >= TURN_WAITS_KEPT) {
+            TURN_WAITS.clear();
+          }
+          TURN_WAITS.merge(description, waited, Long::sum);
+        }
       } catch (InterruptedException killed) { // the task was killed while it waited: let it end
         Thread.currentThread().interrupt();
       }
@@ -215,6 +233,19 @@ public final class UrgentLane implements SparkPlugin {
   /** "on", or why urgent tasks run at the normal priority (for the runtime's log and the tests). */
   public static String status() {
     return why;
+  }
+
+  /**
+   * Nanoseconds the tasks of the jobs described {@code description} (a batch's) waited for their
+   * turn, forgotten once taken; -1 where no turns are taken in this JVM (no cap, or the tasks run
+   * in executors of their own, whose waits the driver does not see).
+   */
+  public static long takeTurnWait(String description) {
+    Long waited = TURN_WAITS.remove(description);
+    if (bulk == null) {
+      return -1;
+    }
+    return waited == null ? 0 : waited;
   }
 
   /** Bulk tasks waiting for their turn now, or -1 without a cap. */
