@@ -5,7 +5,7 @@
 # The measured side is the harness's (every row sent judged at the sink), not the runtime's
 # status. Results land in ${OUT:-bench/results/validate}/<scenario>/: the run's report with the
 # harness's figures (report.json; the runtime's own kept beside them), the simulation
-# (sim-cores/, sim-cores-cpu/, sim-cores-wait/, sim-cores-run/, sim-slots/, sim-cores-no-cold/, sim-cores-no-lag/, sim-cores-no-spread/ and sim-cores-recent/: simulate.json with `measured` beside `predicted`, summary.txt, simulate.png).
+# (sim-cores/, sim-cores-cpu/, sim-cores-wait/, sim-cores-hold/, sim-cores-run/, sim-slots/, sim-cores-no-cold/, sim-cores-no-lag/, sim-cores-no-spread/ and sim-cores-recent/: simulate.json with `measured` beside `predicted`, summary.txt, simulate.png).
 # About 4 minutes per scenario on a 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ for scenario in ${SCENARIOS:-two-tenants burst multi-tenant realtime}; do
   # the run is `sluice run` in local mode: one executor with the machine's cores (the report's)
   # side by side from the same recording: the model of the cores (task CPU alone, and times its run
   # time to CPU time), and each batch one slot for its wall time
-  for model in cores cores-cpu cores-wait cores-run slots; do
+  for model in cores cores-cpu cores-wait cores-hold cores-run slots; do
     .venv/bin/sluice simulate --scenario "bench/scenarios/$scenario.yaml" --costs "$out/report.json" \
       --executors 1 --model "$model" --out "$out/sim-$model"
   done

@@ -12,7 +12,11 @@ at most `bulk_slots` of them at once where the urgent lane makes bulk tasks take
 cores are shared by weight, as Linux's CFS shares them: an urgent task's thread weighs
 `URGENT_WEIGHT` times a thread at nice 0 (at most a whole core each, the rest to the others).
 The driver's thread shares the cores on a local master (driver and executors on one machine)
-and has its own core otherwise (a driver pod).
+and has its own core otherwise (a driver pod). A task may spend part of its time off the CPU
+(`Job.hold`: state-store and checkpoint writes, fetches) and holds its slot and its bulk turn
+through it: its slot time is its CPU times 1 + hold, and on the cores it weighs 1 / (1 + hold) of
+a thread that never leaves them (every thread then slowed alike: the time off the CPU is taken to
+stretch under contention as its CPU does, a simplification).
 
 Not modelled, so the limits are plain: a running task is never pre-empted in Spark, so an urgent
 task waits for a slot's current task to end (here it takes the slot at once), tasks of unequal
@@ -45,6 +49,9 @@ class Job:
     """Tasks it spreads over (at least 1)."""
     urgent: bool = False
     """It runs in an urgent FAIR band: its tasks take free slots before the others'."""
+    hold: float = 0.0
+    """Seconds each task spends off the CPU for each second of its CPU, holding its slot
+    (`sluice simulate --model cores-hold`)."""
 
 
 URGENT_WEIGHT = 3121 / 1024
@@ -68,6 +75,8 @@ class Cores:
         self._heaps: tuple[list[tuple[float, int, Job]], ...] = ([], [], [])
         self._tasks = [0, 0, 0]
         """Tasks of the batches in their task phase, by class."""
+        self._weight = [0.0, 0.0, 0.0]
+        """Their weight on the cores, by class: each task 1 / (1 + its job's hold)."""
         self._seq = 0
 
     def _speeds(self) -> tuple[float, float, float]:
@@ -78,17 +87,20 @@ class Cores:
         running_other = min(other, self.task_slots - running_urgent)
         if self.bulk_slots is not None:  # the lane's turns: bulk tasks run a few at a time
             running_other = min(running_other, self.bulk_slots)
-        sharing = running_other + drivers
-        if running_urgent + sharing <= self.cores:
+        # on the cores a running task weighs its class's mean weight (1; under 1 where its job's
+        # tasks spend time off the CPU, `Job.hold`)
+        on_urgent = running_urgent * self._weight[_URGENT] / urgent if urgent else 0.0
+        sharing = (running_other * self._weight[_OTHER] / other if other else 0.0) + drivers
+        if on_urgent + sharing <= self.cores:
             first = rest = 1.0
-        elif self.priority and running_urgent:  # by weight; an urgent thread takes at most a core
-            share = self.cores / (URGENT_WEIGHT * running_urgent + sharing)
+        elif self.priority and on_urgent:  # by weight; an urgent thread takes at most a core
+            share = self.cores / (URGENT_WEIGHT * on_urgent + sharing)
             if URGENT_WEIGHT * share < 1.0:
                 first, rest = URGENT_WEIGHT * share, share
             else:
-                first, rest = 1.0, min(1.0, (self.cores - running_urgent) / sharing)
+                first, rest = 1.0, min(1.0, (self.cores - on_urgent) / sharing)
         else:
-            first = rest = self.cores / (running_urgent + sharing)
+            first = rest = self.cores / (on_urgent + sharing)
         return ((rest if self.driver_shares else 1.0),
                 first * (running_urgent / urgent if urgent else 1.0),
                 rest * (running_other / other if other else 1.0))
@@ -104,9 +116,11 @@ class Cores:
         heapq.heappush(self._heaps[phase], (self._clock[phase] + per_thread, self._seq, job))
         if phase != _DRIVER:
             self._tasks[phase] += job.tasks
+            self._weight[phase] += job.tasks / (1.0 + job.hold)
 
     def _push_tasks(self, job: Job) -> None:
-        self._push(_URGENT if job.urgent else _OTHER, job, job.work / max(job.tasks, 1))
+        # a task's slot time: its CPU and its time off the CPU (none unless `hold`)
+        self._push(_URGENT if job.urgent else _OTHER, job, job.work * (1.0 + job.hold) / max(job.tasks, 1))
 
     def start(self, now: float, job: Job) -> None:
         """A granted batch starts its work at `now` (no earlier than the last call's time)."""
@@ -134,6 +148,7 @@ class Cores:
                 job = heapq.heappop(heap)[2]
                 if phase != _DRIVER:
                     self._tasks[phase] -= job.tasks
+                    self._weight[phase] = self._weight[phase] - job.tasks / (1.0 + job.hold) if self._tasks[phase] else 0.0
                     done.append(job)
                 elif job.work > 0:
                     self._push_tasks(job)

@@ -119,6 +119,9 @@ class SimQuery:
     """Seconds a task spends off the CPU (state-store and shuffle writes, fetches) for each second
     of its CPU (with `driver`): after its tasks' CPU the batch waits that long without taking a
     core (`--model cores-wait`)."""
+    hold: float = 0.0
+    """Seconds a task spends off the CPU for each second of its CPU, holding its slot and its bulk
+    turn through them, taking no core (with `driver`; `--model cores-hold`, `cores.Job.hold`)."""
     driver_wait: float = 0.0
     """Seconds of a batch's driver work spent off the CPU (with `driver`, then its CPU seconds): the
     Kafka and checkpoint round trips of offsets and commit, waited without taking a core
@@ -147,7 +150,7 @@ class SimQuery:
         if self.driver is None:
             return Job(self.key, 0.0, (self.fixed + self.per_row * rows) * factor, 1)
         return Job(self.key, self.driver * factor, (self.task_fixed + self.task_per_row * rows) * factor,
-                   max(self.tasks, 1))
+                   max(self.tasks, 1), hold=self.hold)
 
     def alone(self, rows: float, factor: float = 1.0) -> float:
         """Seconds a batch of `rows` takes with every thread on a core of its own (`work`'s driver
@@ -155,7 +158,7 @@ class SimQuery:
         if self.driver is None:
             return (self.fixed + self.per_row * rows) * factor
         return (self.driver + self.driver_wait
-                + (self.task_fixed + self.task_per_row * rows) / max(self.tasks, 1) * (1.0 + self.off_cpu)) * factor
+                + (self.task_fixed + self.task_per_row * rows) / max(self.tasks, 1) * (1.0 + self.off_cpu + self.hold)) * factor
 
     def waits(self, rows: float, factor: float = 1.0) -> float:
         """Seconds a batch of `rows` spends off the CPU after its work on the cores (no core taken)."""
@@ -461,7 +464,7 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
 
     for index, query in enumerate(queries):
         if query.sla <= 0 or query.rate < 0 or query.fixed < 0 or query.per_row < 0 or query.commit < 0 \
-                or query.off_cpu < 0 or query.driver_wait < 0 or any(c < 0 for c in query.cold):
+                or query.off_cpu < 0 or query.hold < 0 or query.driver_wait < 0 or any(c < 0 for c in query.cold):
             raise ValueError(f"query {query.key}: the SLA must be above zero and rates and costs not negative")
         if query.window is not None and query.window <= 0:
             raise ValueError(f"query {query.key}: a window must be longer than zero")

@@ -54,6 +54,22 @@ def test_a_batch_s_tasks_spread_over_the_cores_after_its_driver_phase() -> None:
     assert [j.key for j in cores.advance(end)] == ["a"]
 
 
+def test_a_task_holds_its_turn_through_its_time_off_the_cpu_which_takes_no_core() -> None:
+    # bulk turns one at a time, two cores: 2 tasks of 0.1 CPU-seconds, each as long off the CPU
+    # (hold 1): 0.2 s of turn each, one after the other: 0.4 s (0.2 s without the hold)
+    for hold, end in ((1.0, 0.4), (0.0, 0.2)):
+        cores = Cores(2, 4, driver_shares=False, bulk_slots=1)
+        cores.start(0.0, Job("a", 0.0, 0.2, 2, hold=hold))
+        assert ends(cores) == [("a", pytest.approx(end))]
+    # one core: a (0.1 CPU-s, hold 1: weighs half a thread) beside b (0.1, never off the CPU): 1.5
+    # threads on it, each at 1 / 1.5; b ends at 0.15 s, when a has done 0.1 of its 0.2 s of slot
+    # time, the rest alone at full speed: 0.25 s (both at 0.2 s without the hold)
+    cores = Cores(1, 2, driver_shares=False)
+    cores.start(0.0, Job("a", 0.0, 0.1, 1, hold=1.0))
+    cores.start(0.0, Job("b", 0.0, 0.1, 1))
+    assert ends(cores) == [("b", pytest.approx(0.15)), ("a", pytest.approx(0.25))]
+
+
 def ends(cores: Cores) -> list[tuple[str, float]]:
     """Every job's end, in order, with nothing else starting."""
     out = []

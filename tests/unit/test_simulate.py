@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from sluice.api.constants import GRID, MASSES
@@ -220,6 +222,14 @@ def test_time_off_the_cpu_delays_the_batch_without_taking_a_core() -> None:
     # alone on a core of its own (no sharing: the fast path) the batch takes 0.3 + 0.3 s: p50 3.1 s
     alone = p50s(pair(0.3, 1.0)[:1], Pool(1, 2))
     assert 3.1 <= alone[0] <= 3.1 * 1.02
+    # `--model cores-hold`: the time off the CPU spent inside the task's slot. With two task slots
+    # on the one core each task holds its slot 0.6 s and weighs half a thread on the core: both run
+    # side by side at full speed and commit at 5.6 (p50 3.1 s); with one slot they take turns in
+    # it (each at half speed), both ending at 6.2 (p50 3.7 s)
+    held = [replace(q, off_cpu=0.0, hold=1.0) for q in pair(0.3, 1.0)]
+    assert all(3.1 <= p <= 3.1 * 1.02 for p in p50s(held, Pool(1, capacity=2, task_slots=2)))
+    assert all(3.7 <= p <= 3.7 * 1.02 for p in p50s(held, Pool(1, capacity=2)))
+    assert 3.1 <= p50s(held[:1], Pool(1, 2))[0] <= 3.1 * 1.02  # alone: 0.3 + 0.3 s
 
 
 def test_the_driver_s_time_off_the_cpu_is_waited_without_a_core() -> None:

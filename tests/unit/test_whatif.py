@@ -202,7 +202,8 @@ def test_a_recording_s_work_and_spark_setup_drive_the_shared_cores(tmp_path: Pat
     # (--model cores-run) 200 + 92 ms
     # and --model cores-wait: the run time beyond what 2 tasks on 2 cores explain (2.0 - 1) is a wait
     # after the tasks, 6 ms: 200 + 92 ms too (the two differ only where batches share the cores)
-    for model, longest in (("cores", 286), ("cores-run", 292), ("cores-wait", 292)):
+    # and --model cores-hold: the same wait inside the tasks' slots (alone, as long: 200 + 92 ms)
+    for model, longest in (("cores", 286), ("cores-run", 292), ("cores-wait", 292), ("cores-hold", 292)):
         code, _, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "1", "--duration", "1m",
                               "--model", model, "--out", str(tmp_path / model))
         assert code == 0, err
@@ -232,6 +233,16 @@ def test_a_recording_s_work_and_spark_setup_drive_the_shared_cores(tmp_path: Pat
     assert off_cpu(9.0, 8, Setup(2, 4, 2, True)) == 8.0  # 2 slots: its tasks run 2 at a time
     assert off_cpu(3.0, 8, Setup(2, 4, 16, True)) == 0.0  # a ratio sharing explains whole: no time off the CPU
     assert off_cpu(3.0, 8, Setup(2)) == 2.0  # slots unknown: one a core, its tasks 2 at a time
+    # run times without the waits for a bulk turn (2 turns): 8 tasks ran 2 at a time on the 2 cores
+    assert off_cpu(3.0, 8, Setup(2, 4, 16, True, bulk_tasks=2, turns_measured=True)) == 2.0
+    assert off_cpu(3.0, 8, Setup(2, 4, 16, True, bulk_tasks=2)) == 0.0  # waits in them: 8 at once, as before
+    sample = [15000, 0.1, 0.3, 0.9, 8, 0.05, 0.5]  # rows, driver, CPU, run, tasks, driver CPU, turn wait
+    report.write_text(json.dumps({"cores": 2, "gate_capacity": 4, "spark": {"master": "local[16]", "bulk_tasks": 2},
+                                  "queries": {"payments/fraud-filter": {"costs": {**costs, **work},
+                                                                        "work_samples": {"recent": [sample]}}}}))
+    assert recorded_setup(report) == Setup(2, 4, 16, True, bulk_tasks=2, turns_measured=True)
+    report.write_text(report.read_text().replace(", 0.5]", ", null]"))  # a batch whose waits the driver did not see
+    assert recorded_setup(report) == Setup(2, 4, 16, True, bulk_tasks=2)
     # the cores the rest of the machine took beside the recorded load (`sluice bench cameo`'s `machine`)
     busy = tmp_path / "busy.json"
     busy.write_text(json.dumps({"cores": 2, "gate_capacity": 4, "spark": {"master": "local[16]"},

@@ -387,7 +387,8 @@ def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
         click.option("--warmup", help="Simulated time at the start left out of the figures (default: a --scenario's "
                                       "warm-up, else 30s)."),
         click.option("--policy", type=click.Choice(POLICIES), help=f"Scheduling policy (default: the pool's, else {DEFAULT_POLICY})."),
-        click.option("--model", type=click.Choice(["cores", "cores-cpu", "cores-wait", "cores-run", "slots"]), default="cores",
+        click.option("--model", type=click.Choice(["cores", "cores-cpu", "cores-wait", "cores-hold", "cores-run", "slots"]),
+                     default="cores",
                      show_default=True,
                      help="cores: a recording's driver work and task CPU share the cores of its Spark setup; "
                           "cores-cpu: as cores, the driver's work its CPU time on the shared cores (a recording's "
@@ -395,6 +396,8 @@ def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
                           "that takes no core; "
                           "cores-wait: as cores, and each batch then waits its tasks' time off the CPU (the run "
                           "time to CPU time beyond what sharing its own batch's cores explains) without taking a core; "
+                          "cores-hold: as cores-wait, but each task spends that time inside its slot and bulk turn "
+                          "(its slot time its CPU and that wait; on the cores it weighs its share of the CPU); "
                           "cores-run: task CPU times the tasks' run time to CPU time (their time off the CPU); "
                           "slots: each batch holds one slot for its recorded wall time (the model before 2026-11-29)."),
         click.option("--other-cores", type=click.FloatRange(0, 100_000), default=None,
@@ -490,15 +493,17 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
             recorded = {key: replace(found, work=None) for key, found in recorded.items()}
             setup = None if setup is None else whatif.Setup(setup.cores)
         waits: dict[str, float] = {}
-        if model == "cores-wait" and setup is not None:  # the tasks' time off the CPU, as a wait without a core
+        # the tasks' time off the CPU: a wait without a core (cores-wait), or held in the slot (cores-hold)
+        if model in ("cores-wait", "cores-hold") and setup is not None:
             waits = {key: whatif.off_cpu(found.work[4], found.work[3], setup)
                      for key, found in recorded.items() if found.work is not None}
-        if model in ("cores", "cores-cpu", "cores-wait"):  # the tasks' CPU alone (cores-run: times their run time to CPU time)
+        if model in ("cores", "cores-cpu", "cores-wait", "cores-hold"):  # the tasks' CPU alone (cores-run: times their run time to CPU time)
             recorded = {key: found if found.work is None else replace(found, work=(*found.work[:4], 1.0))
                         for key, found in recorded.items()}
         driver_cpu = {key: found.driver_cpu for key, found in recorded.items()
                       if found.work is not None and found.driver_cpu is not None} if model == "cores-cpu" else {}
-        sims = [replace(q, off_cpu=waits[q.key]) if q.driver is not None and q.key in waits else q
+        sims = [(replace(q, hold=waits[q.key]) if model == "cores-hold" else replace(q, off_cpu=waits[q.key]))
+                if q.driver is not None and q.key in waits else q
                 for q in whatif.sim_queries(queries, loads, recorded)]
         # cores-cpu: the driver's CPU on the shared cores, the rest of its time (Kafka and checkpoint
         # round trips, and the waits for a core the recording had) a wait that takes none

@@ -105,6 +105,10 @@ class Setup:
     """The urgent lane's bulk turns: tasks outside the urgent bands that ran at once, at most."""
     lane: int = 0
     """Gate slots its critical queries had beyond `gate` (`critical_lane`; none before 2026-12-02)."""
+    turns_measured: bool = False
+    """Its tasks' run times came without their waits for a bulk turn (the JVM sink measured them:
+    a seventh figure in its work samples, since 2026-12-02), so a batch's tasks ran at most
+    `bulk_tasks` at once in them."""
 
 
 def off_cpu(run_ratio: float, tasks: int, setup: Setup) -> float:
@@ -115,8 +119,12 @@ def off_cpu(run_ratio: float, tasks: int, setup: Setup) -> float:
     (state-store and shuffle writes, fetches) or lost to other processes, neither taking a core of
     the pool's. The recording's quieter batches give the ratio (`scheduler.costs.DRIVER_QUANTILE`).
     The slices lost to other processes are also in a recording's `other_cores`: with both (the
-    default where a recording has them) that share is counted twice."""
+    default where a recording has them) that share is counted twice. Where the recording's run
+    times are without the waits for a bulk turn, a batch ran at most `bulk_tasks` tasks at once
+    (an urgent one, of few tasks, as many anyway)."""
     running = min(max(tasks, 1), setup.task_slots or setup.cores)
+    if setup.turns_measured and setup.bulk_tasks is not None:
+        running = min(running, setup.bulk_tasks)
     return max(run_ratio - max(1.0, running / setup.cores), 0.0)
 
 
@@ -240,11 +248,15 @@ def recorded_setup(path: Path) -> Setup | None:
     raised = spark.get("priorities", spark.get("lane_on")) if isinstance(spark, dict) else None  # before "priorities": root here
     bulk = spark.get("bulk_tasks") if isinstance(spark, dict) else None
     lane = raw.get("critical_lane")
+    entries = raw.get("queries") if isinstance(raw.get("queries"), dict) else {}
+    turns = any(isinstance(s, list) and len(s) >= 7 and s[6] is not None
+                for entry in entries.values() if isinstance(entry, dict) and isinstance(entry.get("work_samples"), dict)
+                for part in entry["work_samples"].values() if isinstance(part, list) for s in part)
     return Setup(cores if cluster is None else int(cluster.group(1)), gate if isinstance(gate, int) and gate > 0 else None,
                  slots, local is not None or cluster is not None, other_cores,
                  None if cluster is None else float(cores), raised is True,
                  bulk if isinstance(bulk, int) and bulk > 0 else None,
-                 lane if isinstance(lane, int) and lane > 0 else 0)
+                 lane if isinstance(lane, int) and lane > 0 else 0, turns)
 
 
 def _number(value: Any, scale: float) -> float | None:
