@@ -248,15 +248,23 @@ def recorded_setup(path: Path) -> Setup | None:
     raised = spark.get("priorities", spark.get("lane_on")) if isinstance(spark, dict) else None  # before "priorities": root here
     bulk = spark.get("bulk_tasks") if isinstance(spark, dict) else None
     lane = raw.get("critical_lane")
-    entries = raw.get("queries") if isinstance(raw.get("queries"), dict) else {}
-    turns = any(isinstance(s, list) and len(s) >= 7 and s[6] is not None
-                for entry in entries.values() if isinstance(entry, dict) and isinstance(entry.get("work_samples"), dict)
-                for part in entry["work_samples"].values() if isinstance(part, list) for s in part)
     return Setup(cores if cluster is None else int(cluster.group(1)), gate if isinstance(gate, int) and gate > 0 else None,
                  slots, local is not None or cluster is not None, other_cores,
                  None if cluster is None else float(cores), raised is True,
                  bulk if isinstance(bulk, int) and bulk > 0 else None,
-                 lane if isinstance(lane, int) and lane > 0 else 0, turns)
+                 lane if isinstance(lane, int) and lane > 0 else 0, _turns_measured(raw))
+
+
+def _turns_measured(raw: dict[str, Any]) -> bool:
+    """Whether any work sample of the report carries its tasks' waits for a bulk turn (a seventh
+    figure, not null): its run times are then without them."""
+    queries = raw.get("queries")
+    for entry in queries.values() if isinstance(queries, dict) else ():
+        samples = entry.get("work_samples") if isinstance(entry, dict) else None
+        for part in samples.values() if isinstance(samples, dict) else ():
+            if any(isinstance(s, list) and len(s) >= 7 and s[6] is not None for s in part if isinstance(part, list)):
+                return True
+    return False
 
 
 def _number(value: Any, scale: float) -> float | None:
