@@ -166,6 +166,9 @@ class QueryStatus(Answer):
     window_ms: float | None = None
     """The tumbling window of a windowed aggregation."""
     watermark_delay_ms: float = 0.0
+    cold_ms: list[float] = Field(default_factory=list)
+    """Its first batches with rows, each its cost in ms (a cold start's; the steady `costs` leave
+    them out): what `sluice simulate --costs` starts the query with."""
 
 
 class BatchRecord(Answer):
@@ -239,6 +242,13 @@ class ExecutorState(Answer):
     """Moves the planner still sees before state is balanced (0: nothing to move)."""
     urgentLane: str = ""
     """What the pool's urgent lane does in this runtime, in one sentence (what its pods lack)."""
+    taskSlots: int | None = Field(default=None, ge=1)
+    """Spark's task slots in each executor (the urgent lane's, or its cores); None: not told."""
+    bulkTasks: int | None = Field(default=None, ge=1)
+    """Tasks outside the urgent bands that run at once in each executor (the lane's bulk turns);
+    None: no turns."""
+    raisedPriorities: bool = False
+    """The urgent bands' threads run at a raised priority (the runtime has CAP_SYS_NICE)."""
 
 
 class ExecutorTarget(Request):

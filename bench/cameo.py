@@ -562,8 +562,8 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
              for name, per in document["gate_ask_ms"].items() for key, ms in per.items() if ms]
     if executors is not None:  # every run's Spark master (each report's `spark.master` too)
         document["local_cluster"] = local_cluster(executors)
-    if target != "node":  # the cores the runs had, and what the rest of the machine took
-        document["machine"] = {p: [r.get("machine") for r in reports] for p, reports in runs.items()}
+    # the cores the runs had (node: the pool's pods), and what the rest of the machine took
+    document["machine"] = {p: [r.get("machine") for r in reports] for p, reports in runs.items()}
     if target == "node":
         document["executors"] = {p: [r.get("executors", []) for r in reports] for p, reports in runs.items()}
         document["status_vs_harness"] = {p: [{k: {"status": v.get("status_at_load_end"),

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -37,7 +38,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from sluice.api.constants import API_VERSION, CONTROL_PORT, MASSES
+from sluice.api.constants import API_VERSION, CONTROL_PORT, CRITICAL_LANE, MASSES
 from sluice.api.manifest import load_query
 from sluice.api.query import KafkaSink, StreamingQuery
 from sluice.api.scenario import Scenario
@@ -46,13 +47,16 @@ from sluice.runtime.latency import weighted_quantile
 from sluice.runtime.realtime import drain_limit
 from sluice.scheduler.execution import mode_of, reserved_slots
 
-from .cameo import AUTO, _for_run, drain_seconds, start_load
+from .cameo import AUTO, _for_run, drain_seconds, machine_use, start_load
+from .procfs import machine_busy_seconds, pod_cpu_seconds
 
 NS = "sluice-system"
 """The helm release's namespace (the operator, the pool's pods)."""
 RELEASE = "sluice"
 POLL_S = 10.0
 """Seconds between reads of each query's batches: the runtime keeps a minute of them."""
+CPU_EVERY_S = 2.0
+"""Seconds between reads of the pool's pods' CPU (their cgroups) while the load runs."""
 STATUS_WINDOW_S = 60.0
 """The span of a StreamingQuery's status figures (the runtime's latency window)."""
 POOL_READY_S = 300.0
@@ -171,6 +175,66 @@ class Pool:
         request = urllib.request.Request(self.url + path, headers={"Authorization": f"Bearer {self.token}"})
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
+
+
+@dataclass
+class PoolCpu:
+    """The CPU the pool's pods (driver with its sidecar, executors) used while the load ran,
+    against the machine's: the rest (the control plane, the operator, the broker, the load
+    generator) is what the pool's batches could not use (`sluice simulate`'s other cores).
+    Each pod's cgroup is read at every poll; a pod gone between two polls loses its last one's
+    CPU (at most `POLL_S`)."""
+
+    pool: Pool
+    began: tuple[float, float] = (0.0, 0.0)
+    """(monotonic seconds, the machine's busy CPU seconds) as the load started."""
+    first: dict[str, float] = field(default_factory=dict)
+    last: dict[str, float] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)
+    series: dict[str, list[list[float]]] = field(default_factory=lambda: {"machine": []})
+    """At each read: [seconds since the load started, CPU seconds used since], for the machine
+    and for each pod by name (a pod started later counted from its start)."""
+
+    def _pods(self, listing: bool) -> dict[str, float]:
+        """Each pod's CPU seconds now; `listing`: ask the API server which pods the pool has (else
+        the pods known, read from their cgroups alone: cheap enough to read every few seconds)."""
+        if listing:
+            listed = self.pool.target.get("pods", "-n", NS, "-l", f"sluice.dev/pool={self.pool.name}") or {"items": []}
+            self.names.update({item["metadata"]["uid"]: item["metadata"]["name"] for item in listed["items"]})
+        used = {uid: pod_cpu_seconds(uid) for uid in self.names}
+        return {uid: cpu for uid, cpu in used.items() if cpu is not None}
+
+    def start(self) -> None:
+        self.began = (time.monotonic(), machine_busy_seconds())
+        self.first = self._pods(listing=True)
+        self.last = dict(self.first)
+
+    def sample(self, listing: bool = False) -> None:
+        for uid, cpu in self._pods(listing).items():
+            self.first.setdefault(uid, 0.0)  # started after the load did
+            self.last[uid] = cpu
+            self.series.setdefault(self.names[uid], []).append(
+                [round(time.monotonic() - self.began[0], 1), round(cpu - self.first[uid], 3)])
+        self.series["machine"].append([round(time.monotonic() - self.began[0], 1),
+                                       round(machine_busy_seconds() - self.began[1], 3)])
+
+    def use(self) -> dict[str, Any]:
+        """`cameo.machine_use`'s figures, the pool's pods as the runs, and `series`."""
+        self.sample(listing=True)
+        pods = sum(self.last[uid] - self.first[uid] for uid in self.last)
+        used: dict[str, Any] = machine_use((self.began[0], self.began[1], 0.0),
+                                           (time.monotonic(), machine_busy_seconds(), pods))
+        return {**used, "series": self.series}
+
+
+def spark_setup(spec: dict[str, Any], executors: dict[str, Any], cores: int) -> dict[str, Any]:
+    """The pool's Spark setup as a report says it (`sluice simulate --costs` reads it: `whatif.recorded_setup`):
+    `spec` the StreamingPool's spec, `executors` its runtime's `GET /v1/executors`, `cores` the
+    node's (this machine's: the one node holds the driver and every executor)."""
+    per_executor = int(spec["executor"]["cores"])
+    return {"master": "k8s", "executor_cores": per_executor, "host_cores": cores,
+            "task_slots": executors.get("taskSlots") or per_executor, "bulk_tasks": executors.get("bulkTasks"),
+            "priorities": bool(executors.get("raisedPriorities")), "lane_on": str(executors.get("urgentLane", "")).startswith("on")}
 
 
 EXECUTOR_REQUEST_M = 1000
@@ -306,14 +370,20 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
         with contextlib.suppress(OSError, ValueError):
             statuses.update(pool.call("/v1/queries")["queries"])
 
+    cpu = PoolCpu(pool)
+    cpu.start()
     producers, stop, sent = start_load(scenario, queries, topics, broker.bootstrap, seconds)
     while any(p.is_alive() for p in producers) and time.time() - ready < seconds + 60:
-        time.sleep(POLL_S)
+        for _ in range(int(POLL_S / CPU_EVERY_S)):
+            time.sleep(CPU_EVERY_S)
+            cpu.sample()
         poll()
+        cpu.sample(listing=True)
     stop.set()
     for p in producers:
         p.join(60)
     load_end = time.time()
+    machine = cpu.use()
     users = {key: _shown_status(pool.target.get("sq", key.split("/")[1], "-n", key.split("/")[0]))
              for key in batches}  # what `kubectl get sq` says as the load stops
     # the drain: until every query read what it was sent, or its SLA has passed (as locally)
@@ -327,7 +397,12 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
     report: dict[str, Any] = {"policy": policy, "target": "node", "gate": "sidecar", "started_at": ready, "queries": {}, "sent": sent,
                               "executors": pool.executors, "drain": {"limit_s": limit,
                                                                      "took_s": round(time.time() - load_end, 1)},
-                              "urgent_lane": _pool_status(pool).get("urgentLane", "")}
+                              "urgent_lane": _pool_status(pool).get("urgentLane", ""), "machine": machine,
+                              "cores": os.cpu_count() or 1, "gate_capacity": None, "critical_lane": CRITICAL_LANE}
+    spec = ((pool.target.get("sp", pool.name) or {}).get("spec")) or {}
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        report["spark"] = spark_setup(spec, pool.call("/v1/executors"), report["cores"])
+        report["gate_capacity"] = int(spec["executor"]["cores"]) * max(int(spec.get("maxExecutors", 1)), 1)  # the sidecar's
     for q in queries:
         status = statuses.get(q.key, {})
         own = _last_minute(since_ready[q.key], load_end - ready, q.spec.sla.latencyTarget.ms)
@@ -336,6 +411,7 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
                                     "message": status.get("message", ""),
                                     "scheduler": status.get("scheduler", ""),
                                     "critical_path": status.get("criticalPath", {}),
+                                    "costs": status.get("costs"), "cold_ms": status.get("cold_ms", []),
                                     "status_at_load_end": users[q.key], "harness_at_load_end": own}
     (folder / "report.json").write_text(json.dumps(report) + "\n")
     log(f"  {policy} (node): " + ", ".join(f"{k} p99 {v['harness_at_load_end']['p99_ms']} ms over the last minute "

@@ -114,3 +114,19 @@ def machine_busy_seconds() -> float:
     fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
     ticks = [int(f) for f in fields[:8]]  # user nice system idle iowait irq softirq steal
     return (sum(ticks) - ticks[3] - ticks[4]) / TICKS
+
+
+POD_CGROUPS = Path("/sys/fs/cgroup/cpuacct/kubepods")
+"""Where the node's kubelet (cgroupfs driver, cgroup v1) puts each pod's CPU accounting:
+kubepods[/burstable|/besteffort]/pod<uid>."""
+
+
+def pod_cpu_seconds(uid: str, root: Path = POD_CGROUPS) -> float | None:
+    """CPU seconds a pod's containers have used (its cgroup's `cpuacct.usage`); None when this
+    machine has no such pod (gone, or another node's)."""
+    for folder in (root / f"pod{uid}", root / "burstable" / f"pod{uid}", root / "besteffort" / f"pod{uid}"):
+        try:
+            return int((folder / "cpuacct.usage").read_text()) / 1e9
+        except (OSError, ValueError):
+            continue
+    return None

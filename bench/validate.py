@@ -6,12 +6,14 @@ not beside the runtime's status.
     python -m sluice.bench.validate REPORT RESULTS POLICY OUT
     python -m sluice.bench.validate --table DIR     (the validation table of DIR/<scenario>/sim-<model>/)
     python -m sluice.bench.validate --recent-only REPORT OUT   (the work refitted without the kept batches)
+    python -m sluice.bench.validate --executors REPORT   (the executors a node-target run's pool held longest)
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,19 @@ def recent_only(report: dict[str, Any]) -> dict[str, Any]:
         if costs and work is not None:
             costs.update(work.figures())
     return out
+
+
+def held_executors(report: dict[str, Any]) -> int:
+    """The executor count a node-target run's pool held longest while the load ran (the report's
+    `executors`: [seconds since the load started, count] at each poll; ties go to the larger), so
+    the simulation's pool, of one size, is the one the run mostly had; 1 without a record."""
+    points = sorted((float(t), int(n)) for t, n in report.get("executors") or [] if n >= 1)
+    held: dict[int, float] = {}
+    for (t, n), (later, _) in pairwise(points):
+        held[n] = held.get(n, 0.0) + later - t
+    if points:
+        held.setdefault(points[-1][1], 0.0)
+    return max(held, key=lambda n: (held[n], n)) if held else 1
 
 
 P99_GOAL, POINTS_GOAL = 0.25, 5.0
@@ -106,6 +121,13 @@ def rule_table(root: Path) -> list[str]:
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "--table":
         print(table(Path(argv[1])))
+        return 0
+    if len(argv) == 2 and argv[0] == "--executors":
+        try:
+            print(held_executors(json.loads(Path(argv[1]).read_text())))
+        except (OSError, ValueError, TypeError) as error:
+            print(f"cannot read the executors of {argv[1]}: {error}", file=sys.stderr)
+            return 1
         return 0
     if len(argv) == 3 and argv[0] == "--recent-only":
         try:

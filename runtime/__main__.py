@@ -107,7 +107,10 @@ def main(argv: list[str] | None = None) -> None:
                 else SchedulerClient(args.scheduler))
     host = QueryHost(spark, workdir / "checkpoints", gate, mode.fixed_pool, files_root=args.files_root)
     scaler = ExecutorScaler.for_host(host, grace=args.executor_grace)
-    scaler.urgent_lane = lane_sentence(lane, mode.gated, priority_blocker(Path("/proc/self/status").read_text()))
+    blocker = priority_blocker(Path("/proc/self/status").read_text())
+    scaler.urgent_lane = lane_sentence(lane, mode.gated, blocker)
+    told = args.master == "local[*]" or args.master.startswith("k8s://")  # else the master's own slots
+    scaler.lane = (lane.slots if told else None, lane.bulk_tasks or None, lane.on and blocker is None)
     sidecar = f"{args.scheduler.rstrip('/')}/metrics" if args.scheduler.startswith("http") else None
     server = ServerThread(make_control_app(host, token, executors=scaler, scheduler_metrics=sidecar),
                           sock=control_sock).start()

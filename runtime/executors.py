@@ -183,6 +183,9 @@ class ExecutorScaler:
         self.paced = paced
         self.urgent_lane = ""
         """`session.lane_sentence` of the runtime (set by its entry point), reported in `state`."""
+        self.lane: tuple[int | None, int | None, bool] = (None, None, False)
+        """(task slots, bulk tasks at once, raised priorities) in each executor, as its entry point
+        started the lane, reported in `state`: what a recording's setup is for `sluice simulate`."""
         self.stateful = stateful or (lambda: {})
         self._mark: dict[str, int] = {}
         self.grace = grace
@@ -250,6 +253,7 @@ class ExecutorScaler:
             stateMovedBytes=mover.moved_bytes if mover else 0,
             pendingMoves=mover.pending() if mover else 0,
             urgentLane=self.urgent_lane,
+            taskSlots=self.lane[0], bulkTasks=self.lane[1], raisedPriorities=self.lane[2],
         )
 
     # ------------------------------------------------------------------ writing

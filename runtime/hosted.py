@@ -265,7 +265,7 @@ class HostedQuery:
             critical=self.query.spec.sla.critical,
             trigger_ms=None if self.query.spec.trigger is None else self.query.spec.trigger.interval.seconds * 1000,
             window_ms=None if self.spec.window_size is None else self.spec.window_size * 1000,
-            watermark_delay_ms=self.spec.watermark_delay * 1000,
+            watermark_delay_ms=self.spec.watermark_delay * 1000, cold_ms=list(self.cold_ms),
         )
 
     def costs(self, paths: list[Traced] | None = None) -> BatchCosts | None:

@@ -197,7 +197,6 @@ def _run(queries: list[StreamingQuery], options: RunOptions, config: SessionConf
                               "critical_lane": CRITICAL_LANE if gate is not None else None}
     with host.lock:
         phases = {key: hosted.phase_quantiles() for key, hosted in host.queries.items()}
-        cold = {key: list(hosted.cold_ms) for key, hosted in host.queries.items()}
         work = {key: hosted.work_input() for key, hosted in host.queries.items()}
     for key, status in statuses.items():
         per_query[key] = {
@@ -207,7 +206,7 @@ def _run(queries: list[StreamingQuery], options: RunOptions, config: SessionConf
             "message": status.message, "bands": status.bands, "phases_ms": phases.get(key, {}),
             "critical_path": status.criticalPath, "bottleneck": status.bottleneck,
             "costs": None if status.costs is None else status.costs.model_dump(),
-            "cold_ms": cold.get(key, []),
+            "cold_ms": status.cold_ms,
             # the work fit's input (costs.fit says what it produced): [rows, driver s, task CPU s,
             # task run s, tasks, driver CPU s or null, bulk-turn wait s or null] of each recent batch
             # and each older one kept for its size

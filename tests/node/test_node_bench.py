@@ -48,6 +48,19 @@ def test_the_cameo_benchmark_runs_a_scenario_on_a_pool_and_judges_every_row(
     report = json.loads((tmp_path / "out" / "runs" / "cameo-0" / "report.json").read_text())
     # the gate asked the sidecar: the pool's queries ran gated
     assert {v["scheduler"] for v in report["queries"].values()} == {"gated"}
+    # what `sluice simulate --costs` reads of the run: the pool's Spark setup as its runtime told
+    # it (two-core executor pods: the lane's 8 slots a core and a bulk turn a core, no CAP_SYS_NICE)
+    assert report["spark"] == {"master": "k8s", "executor_cores": 2, "host_cores": report["cores"], "task_slots": 16,
+                               "bulk_tasks": 2, "priorities": False, "lane_on": True}, report["spark"]
+    assert report["gate_capacity"] >= 4 and report["critical_lane"] >= 0
+    # the pool's pods used CPU while the load ran, and the rest of the node (control plane, broker) some too
+    machine = report["machine"]
+    assert machine["run_cores"] > 0.1 and machine["busy_cores"] >= machine["run_cores"] - 0.05, machine
+    assert document["machine"]["cameo"][0] == machine
+    # each query's costs as the pool's status had them, and its first batches' (a cold start)
+    critical = report["queries"]["payments/fraud-alerts"]
+    assert critical["costs"]["fixed_ms"] >= 0 and critical["costs"]["input_rate"] > 0, critical["costs"]
+    assert critical["cold_ms"] and all(ms > 0 for ms in critical["cold_ms"]), critical["cold_ms"]
     executors = document["executors"]["cameo"][0]
     assert executors and all(n >= 1 for _, n in executors), executors
     # what users see in the StreamingQueries' status, beside the harness's figure of the same minute

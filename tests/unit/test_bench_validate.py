@@ -78,6 +78,20 @@ def test_the_recent_only_refit_drops_the_kept_batches_and_leaves_the_rest(tmp_pa
     assert main(["--recent-only", str(tmp_path / "missing.json"), str(tmp_path / "x.json")]) == 1
 
 
+def test_a_node_run_is_simulated_at_the_executors_its_pool_held_longest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sluice.bench.validate import held_executors
+
+    # 1 executor for 10 s, 2 for 50 s (10 -> 60), 1 again for 20 s: 2 held longest
+    assert held_executors({"executors": [[0.0, 1], [10.0, 2], [60.0, 1], [80.0, 1]]}) == 2
+    assert held_executors({"executors": [[0.0, 1], [10.0, 2], [20.0, 2]]}) == 2  # a tie goes to the larger
+    assert held_executors({"executors": [[5.0, 3]]}) == 3  # one poll: what it saw
+    assert held_executors({"executors": [[0.0, 0], [10.0, 0]]}) == 1  # none registered yet: at least one
+    assert held_executors({}) == 1
+    assert main(["--executors", str(write(tmp_path / "r.json", {"executors": [[0.0, 2], [30.0, 1], [40.0, 1]]}))]) == 0
+    assert capsys.readouterr().out == "2\n"
+    assert main(["--executors", str(tmp_path / "missing.json")]) == 1
+
+
 def write(path: Path, document: object) -> Path:
     path.write_text(json.dumps(document))
     return path

@@ -303,6 +303,38 @@ def test_a_local_cluster_recording_sizes_executors_on_its_machine_s_cores(tmp_pa
     assert code == 0 and "raised priorities" not in out, err  # the lane on, but no CAP_SYS_NICE
 
 
+def test_a_node_target_recording_sizes_executor_pods_on_the_node_s_cores(tmp_path: Path) -> None:
+    """`sluice bench cameo --target node`: executor pods of 2 cores whose runtime told 16 task
+    slots and 2 bulk tasks each, the driver and every executor on the node's 2 cores, the
+    sidecar's gate of 2 cores x 2 executors at most, the rest of the node (control plane, broker)
+    taking 0.6 cores, no CAP_SYS_NICE in the pods."""
+    from sluice.cli.whatif import Setup, recorded_setup
+
+    report = tmp_path / "report.json"
+    costs = {"fixed_ms": 150.0, "per_row_us": 20.0, "commit_ms": 0.0, "input_rate": 200.0}
+    work = {"driver_ms": 80.0, "task_cpu_ms": 10.0, "task_cpu_per_row_us": 50.0, "tasks": 2, "task_run_ratio": 2.0}
+    report.write_text(json.dumps({
+        "target": "node", "cores": 2, "gate_capacity": 4, "critical_lane": 1, "machine": {"other_cores": 0.6},
+        "spark": {"master": "k8s", "executor_cores": 2, "host_cores": 2, "task_slots": 16, "bulk_tasks": 2,
+                  "priorities": False, "lane_on": True},
+        "queries": {"payments/fraud-filter": {"costs": {**costs, **work}, "cold_ms": [900.0]}}}))
+    assert recorded_setup(report) == Setup(2, 4, 16, True, 0.6, 2.0, False, 2, 1)
+    from sluice.cli.main import _whatif_inputs
+
+    inputs = _whatif_inputs((FRAUD,), None, str(report), None, None, None, None, None)
+    pool = inputs.pool(2)  # two pods: their slots and turns twice over, on the one node's cores
+    assert (pool.executors, pool.cores_per_executor, pool.task_slots, pool.bulk_slots, pool.host_cores, pool.gate,
+            pool.priority) == (2, 2, 32, 4, 2.0, 4, False)
+    assert inputs.queries[0].cold == (0.9,)
+    cores = pool.cores()  # 2 pods x 2 cores, but the node has 2, less the 0.6 the rest took
+    assert (cores.cores, cores.driver_shares) == (pytest.approx(1.4), True)
+    code, out, err = invoke("simulate", "-f", FRAUD, "--costs", str(report), "--executors", "2", "--duration", "1m")
+    assert code == 0, err
+    assert "2 executor(s) x 2 core(s), all on one machine's 2 cores, cameo, 0.6 core(s) taken by other processes\n" in out
+    report.write_text(report.read_text().replace('"task_slots": 16, "bulk_tasks": 2', '"bulk_tasks": null'))
+    assert recorded_setup(report) == Setup(2, 4, 2, True, 0.6, 2.0, False, None, 1)  # the lane off: a slot a core
+
+
 def test_a_recording_s_source_lag_is_simulated(tmp_path: Path) -> None:
     from sluice.cli.whatif import read_costs
 

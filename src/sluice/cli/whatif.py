@@ -231,7 +231,9 @@ _LOCAL_CLUSTER = re.compile(r"local-cluster\[\d+,(\d+),\d+\]")
 def recorded_setup(path: Path) -> Setup | None:
     """The recorded run's cores, gate and Spark master, if the report says (`sluice run --report`):
     a local master is one executor of the machine's cores; a local-cluster one has executors of
-    its stated cores, all on the machine's cores (`host_cores`)."""
+    its stated cores, all on the machine's cores (`host_cores`); a pool on the one-node Kubernetes
+    (`sluice bench cameo --target node`: `spark.executor_cores`) the same, its executor pods' task
+    slots and bulk turns as its runtime told them."""
     raw = _yaml(path)
     cores = raw.get("cores") if isinstance(raw, dict) else None
     if not isinstance(cores, int) or cores <= 0:
@@ -248,10 +250,16 @@ def recorded_setup(path: Path) -> Setup | None:
     raised = spark.get("priorities", spark.get("lane_on")) if isinstance(spark, dict) else None  # before "priorities": root here
     bulk = spark.get("bulk_tasks") if isinstance(spark, dict) else None
     lane = raw.get("critical_lane")
-    return Setup(cores if cluster is None else int(cluster.group(1)), gate if isinstance(gate, int) and gate > 0 else None,
-                 slots, local is not None or cluster is not None, other_cores,
-                 None if cluster is None else float(cores), raised is True,
-                 bulk if isinstance(bulk, int) and bulk > 0 else None,
+    per_executor = spark.get("executor_cores") if isinstance(spark, dict) else None
+    told = spark.get("task_slots") if isinstance(spark, dict) else None
+    each, host = cores, None
+    if isinstance(per_executor, int) and per_executor > 0:  # executor pods on one node (`--target node`)
+        each, host = per_executor, float(cores)
+        slots = told if isinstance(told, int) and told > 0 else per_executor
+    elif cluster is not None:
+        each, host = int(cluster.group(1)), float(cores)
+    return Setup(each, gate if isinstance(gate, int) and gate > 0 else None, slots, host is not None or local is not None,
+                 other_cores, host, raised is True, bulk if isinstance(bulk, int) and bulk > 0 else None,
                  lane if isinstance(lane, int) and lane > 0 else 0, _turns_measured(raw))
 
 

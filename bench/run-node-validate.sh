@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Validates `sluice simulate` against runs on the pool users install (issue 48's node target):
+# each scenario runs once under cameo with `sluice bench cameo --target node` (a fresh
+# StreamingPool on the one-node Kubernetes: the helm-installed operator, the gate asking the
+# sidecar over HTTP, executor pods, no CAP_SYS_NICE), and the same scenario is simulated from that
+# run's recorded costs (each query's `costs` and `cold_ms` from the pool's status) on its setup
+# (executors of the pool's cores on the node's cores, the driver sharing them, the executor pods'
+# task slots and bulk turns, the cores the rest of the node took) at the executor count the pool
+# held longest. Measured side: the harness's (every row sent judged). Results land in
+# ${OUT:-bench/results/validate-node}/<scenario>/ as `bench/run-all-validate.sh`'s do.
+# Uses the running dev cluster (`sluice dev cluster up`), else brings one up (15-20 min cold).
+# About 5 minutes per scenario on a 2-core machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="${OUT:-bench/results/validate-node}"
+for scenario in ${SCENARIOS:-two-tenants burst multi-tenant realtime}; do
+  out="$root/$scenario"
+  .venv/bin/sluice bench cameo --target node --scenario "bench/scenarios/$scenario.yaml" --policies cameo --out "$out"
+  .venv/bin/python -m sluice.bench.validate "$out/runs/cameo-0/report.json" "$out/results.json" cameo "$out/report.json"
+  executors="$(.venv/bin/python -m sluice.bench.validate --executors "$out/report.json")"
+  for model in ${MODELS:-cores cores-wait cores-hold cores-run slots}; do
+    .venv/bin/sluice simulate --scenario "bench/scenarios/$scenario.yaml" --costs "$out/report.json" \
+      --executors "$executors" --model "$model" --out "$out/sim-$model"
+  done
+done
+.venv/bin/python -m sluice.bench.validate --table "$root" | tee "$root/table.txt"
