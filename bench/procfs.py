@@ -3,6 +3,7 @@ CPU, threads and open files, and the machine's busy cores. The benchmarks measur
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,40 @@ def pod_cpu_seconds(uid: str, root: Path = POD_CGROUPS) -> float | None:
         except (OSError, ValueError):
             continue
     return None
+
+
+JVM_OWN = {"jit": ("C1 CompilerThre", "C2 CompilerThre"), "gc": ("GC Thread", "G1 ", "VM Thread")}
+"""A JVM's own threads by their names (/proc/PID/task/TID/comm, cut at 15 characters): its JIT
+compilers, and its collectors (G1's, or the Serial collector's work on the VM thread)."""
+
+
+def jvm_own_seconds(pids: list[int]) -> dict[str, float]:
+    """CPU seconds the JVMs among `pids` spent on their own threads (`JVM_OWN`: compiling and
+    collecting, not running Spark's tasks or driver), by kind; the processes' other threads as `rest`."""
+    out = {kind: 0.0 for kind in JVM_OWN} | {"rest": 0.0}
+    for pid in pids:
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in threads:
+            try:
+                stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            except OSError:
+                continue
+            name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")", 1)[1].split()
+            kind = next((k for k, prefixes in JVM_OWN.items() if name.startswith(prefixes)), "rest")
+            out[kind] += (int(fields[11]) + int(fields[12])) / TICKS
+    return out
+
+
+def pod_pids(uid: str, root: Path = POD_CGROUPS) -> list[int]:
+    """The processes of a pod's containers (its cgroups' `cgroup.procs`)."""
+    for folder in (root / f"pod{uid}", root / "burstable" / f"pod{uid}", root / "besteffort" / f"pod{uid}"):
+        if folder.is_dir():
+            pids: list[int] = []
+            for procs in folder.rglob("cgroup.procs"):
+                with contextlib.suppress(OSError, ValueError):
+                    pids.extend(int(line) for line in procs.read_text().split())
+            return sorted(set(pids))
+    return []
