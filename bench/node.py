@@ -48,7 +48,7 @@ from sluice.runtime.realtime import drain_limit
 from sluice.scheduler.execution import mode_of, reserved_slots
 
 from .cameo import AUTO, _for_run, drain_seconds, machine_use, start_load
-from .procfs import JVM_OWN, jvm_own_seconds, machine_busy_seconds, pod_cpu_seconds, pod_pids
+from .procfs import machine_busy_seconds, pod_cpu_seconds, pod_pids, thread_seconds
 
 NS = "sluice-system"
 """The helm release's namespace (the operator, the pool's pods)."""
@@ -193,11 +193,12 @@ class PoolCpu:
     names: dict[str, str] = field(default_factory=dict)
     first_own: dict[str, dict[str, float]] = field(default_factory=dict)
     last_own: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Each pod's JVMs' own threads' CPU seconds by kind (`procfs.JVM_OWN`): as the load started, and since."""
+    """Each pod's threads' CPU seconds by kind (`procfs.thread_seconds`): as the load started, and since."""
     series: dict[str, list[list[float]]] = field(default_factory=lambda: {"machine": []})
     """At each read: [seconds since the load started, CPU seconds used since], for the machine,
-    for each pod by name (a pod started later counted from its start), and for the pods' JVMs'
-    own threads by kind (`jit`, `gc`: compiling and collecting, not Spark's work)."""
+    for each pod by name (a pod started later counted from its start), and for the pods' threads
+    by kind (`procfs.thread_seconds`: `jit` and `gc`, the JVMs' compiling and collecting; `task`
+    and `stream`, the batches' measured work; `rest`)."""
 
     def _pods(self, listing: bool) -> dict[str, float]:
         """Each pod's CPU seconds now; `listing`: ask the API server which pods the pool has (else
@@ -212,22 +213,22 @@ class PoolCpu:
         self.began = (time.monotonic(), machine_busy_seconds())
         self.first = self._pods(listing=True)
         self.last = dict(self.first)
-        self.first_own = {uid: jvm_own_seconds(pod_pids(uid)) for uid in self.first}
+        self.first_own = {uid: thread_seconds(pod_pids(uid)) for uid in self.first}
 
     def sample(self, listing: bool = False) -> None:
         now = round(time.monotonic() - self.began[0], 1)
-        own = dict.fromkeys(JVM_OWN, 0.0)
+        kinds: list[str] = []
         for uid, cpu in self._pods(listing).items():
             self.first.setdefault(uid, 0.0)  # started after the load did
             self.last[uid] = cpu
             self.series.setdefault(self.names[uid], []).append([now, round(cpu - self.first[uid], 3)])
-            threads = jvm_own_seconds(pod_pids(uid))
+            threads = thread_seconds(pod_pids(uid))
+            kinds = list(threads)
             began = self.first_own.setdefault(uid, dict.fromkeys(threads, 0.0))
-            for kind in JVM_OWN:
-                self.last_own.setdefault(uid, {})[kind] = max(threads[kind] - began[kind], 0.0)
-        for kind in JVM_OWN:  # a pod gone keeps what it last had
-            own[kind] = sum(seen.get(kind, 0.0) for seen in self.last_own.values())
-            self.series.setdefault(kind, []).append([now, round(own[kind], 3)])
+            self.last_own[uid] = {kind: max(threads[kind] - began[kind], 0.0) for kind in threads}
+        for kind in kinds:  # a pod gone keeps what it last had
+            self.series.setdefault(kind, []).append(
+                [now, round(sum(seen.get(kind, 0.0) for seen in self.last_own.values()), 3)])
         self.series["machine"].append([now, round(machine_busy_seconds() - self.began[1], 3)])
 
     def use(self) -> dict[str, Any]:

@@ -136,12 +136,17 @@ def pod_cpu_seconds(uid: str, root: Path = POD_CGROUPS) -> float | None:
 JVM_OWN = {"jit": ("C1 CompilerThre", "C2 CompilerThre"), "gc": ("GC Thread", "G1 ", "VM Thread")}
 """A JVM's own threads by their names (/proc/PID/task/TID/comm, cut at 15 characters): its JIT
 compilers, and its collectors (G1's, or the Serial collector's work on the VM thread)."""
+BATCH_THREADS = {"task": ("Executor task l",), "stream": ("stream executio",)}
+"""The threads a batch's measured work runs on: Spark's task threads (`Executor task launch
+worker`) and each query's stream execution thread (the driver's part of a batch)."""
 
 
-def jvm_own_seconds(pids: list[int]) -> dict[str, float]:
-    """CPU seconds the JVMs among `pids` spent on their own threads (`JVM_OWN`: compiling and
-    collecting, not running Spark's tasks or driver), by kind; the processes' other threads as `rest`."""
-    out = {kind: 0.0 for kind in JVM_OWN} | {"rest": 0.0}
+def thread_seconds(pids: list[int]) -> dict[str, float]:
+    """CPU seconds the processes `pids` spent on each kind of thread: the JVMs' own (`JVM_OWN`:
+    compiling and collecting), the batches' (`BATCH_THREADS`), and every other thread as `rest`
+    (RPC, the listener bus, the DAG scheduler, the runtime's Python, Kafka's heartbeats)."""
+    kinds = JVM_OWN | BATCH_THREADS
+    out = dict.fromkeys(kinds, 0.0) | {"rest": 0.0}
     for pid in pids:
         try:
             threads = os.listdir(f"/proc/{pid}/task")
@@ -153,7 +158,7 @@ def jvm_own_seconds(pids: list[int]) -> dict[str, float]:
             except OSError:
                 continue
             name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")", 1)[1].split()
-            kind = next((k for k, prefixes in JVM_OWN.items() if name.startswith(prefixes)), "rest")
+            kind = next((k for k, prefixes in kinds.items() if name.startswith(prefixes)), "rest")
             out[kind] += (int(fields[11]) + int(fields[12])) / TICKS
     return out
 

@@ -111,6 +111,12 @@ class Cores:
                 self._clock[phase] += speed * (now - self._at)
             self._at = now
 
+    def set_cores(self, now: float, cores: float) -> None:
+        """From `now`, the threads share `cores` (at least a tenth of a core): what other work on
+        the machine left them changed (`Pool.busy`)."""
+        self._move(now)
+        self.cores = max(cores, 0.1)
+
     def _push(self, phase: int, job: Job, per_thread: float) -> None:
         self._seq += 1
         heapq.heappush(self._heaps[phase], (self._clock[phase] + per_thread, self._seq, job))

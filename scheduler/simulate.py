@@ -220,6 +220,11 @@ class Pool:
     bulk_slots: int | None = None
     """Tasks outside the urgent bands that run at once, at most (the urgent lane's bulk turns on a
     local master); None: any."""
+    busy: tuple[tuple[float, float], ...] = ()
+    """Cores the JVMs' own threads (JIT compilers, collectors) take beside the batches, over time:
+    (from simulated second, cores) steps, a recording's (`sluice bench cameo --target node`
+    measures them); the batches' threads share the rest. A JVM compiles most in its first minute
+    (a cold start the steady costs do not hold)."""
     lane: int = 0
     """Gate slots beyond `gate`, per critical query, that only critical queries' batches take (`Scheduler.lane`): a
     recording's (`critical_lane`); none otherwise, so a sizing errs high by what the pool's lane
@@ -411,7 +416,7 @@ class _State:
     """The log-normal's sigma of those factors: ln(spread) / Z90."""
 
 
-_TRIGGER, _DONE, _DISPATCH, _CHECK, _WORKED = 0, 1, 2, 3, 4
+_TRIGGER, _DONE, _DISPATCH, _CHECK, _WORKED, _BUSY = 0, 1, 2, 3, 4, 5
 
 
 def next_trigger(began: float, interval: float) -> float:
@@ -449,8 +454,10 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
     urgent = {band_name(i) for i in range(urgent_bands(scheduler.bands))} if scheduler.policy.uses_bands else set()
     cores = pool.cores()
     at_once = pool.gate + scheduler.lane * sum(q.critical for q in queries)  # the critical lane's too
-    shared: Cores | None = None if fits(cores.cores, cores.task_slots, at_once,
-                                        max((q.tasks if q.driver is not None else 1 for q in queries), default=1)) else cores
+    shared: Cores | None = None if not pool.busy and fits(
+        cores.cores, cores.task_slots, at_once, max((q.tasks if q.driver is not None else 1 for q in queries), default=1)
+    ) else cores
+    steady = cores.cores
     shared_generation = 0
     states: dict[str, _State] = {}
     results: dict[str, QueryResult] = {}
@@ -481,6 +488,10 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
         push(0.0, _TRIGGER, query.key)
     if options.check_every > 0:
         push(options.check_every, _CHECK)
+    for step, (since, _) in enumerate(pool.busy):
+        if since < 0:
+            raise ValueError("the JVMs' busy cores start at a simulated second of zero or more")
+        push(since, _BUSY, "", step)
 
     decisions, decision_seconds, handled = 0, 0.0, 0
     dirty: set[str] = set()
@@ -660,6 +671,11 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
             if kind == _WORKED:
                 if generation == shared_generation:
                     worked(now)
+                continue
+            if kind == _BUSY:  # the JVMs' own threads take another share of the cores from now
+                assert shared is not None
+                shared.set_cores(now, steady - pool.busy[generation][1])
+                share(now)
                 continue
             state = states[key]
             if generation != state.generation:

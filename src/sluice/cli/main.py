@@ -410,7 +410,9 @@ def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
                           "core its own, as executor pods)."),
         click.option("--cold/--no-cold", default=True, show_default=True,
                      help="A recording's first batches with rows take at least the time they took there "
-                          "(`cold_ms`: a cold start and the backlog it leaves); --no-cold: their steady costs."),
+                          "(`cold_ms`: a cold start and the backlog it leaves), and its JVMs' compilers and "
+                          "collectors take the cores they took over time (`machine.series`, on the node target); "
+                          "--no-cold: their steady costs."),
         click.option("--spread/--no-spread", default=True, show_default=True,
                      help="Each batch's work varies as a recording's batch times did (their 90th percentile "
                           "over their median, drawn log-normal, seeded); --no-spread: every batch its steady work."),
@@ -453,7 +455,8 @@ class _WhatIf(NamedTuple):
         return Pool(executors, self.cores, self.policy, capacity=setup.gate,
                     task_slots=None if setup.task_slots is None else setup.task_slots * executors,
                     driver_shares=setup.driver_shares, taken=self.taken, host_cores=self.host, priority=self.priority,
-                    bulk_slots=None if setup.bulk_tasks is None else setup.bulk_tasks * executors, lane=setup.lane)
+                    bulk_slots=None if setup.bulk_tasks is None else setup.bulk_tasks * executors, lane=setup.lane,
+                    busy=setup.busy)
 
 
 def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | None, rates: str | None,
@@ -485,6 +488,7 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
         setup = whatif.recorded_setup(Path(costs)) if costs else None
         if not cold:
             recorded = {key: replace(found, cold=()) for key, found in recorded.items()}
+            setup = None if setup is None else replace(setup, busy=())
         if not lag:
             recorded = {key: replace(found, lag=0.0) for key, found in recorded.items()}
         if not spread:

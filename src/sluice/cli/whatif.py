@@ -21,6 +21,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,10 @@ class Setup:
     """The urgent lane's bulk turns: tasks outside the urgent bands that ran at once, at most."""
     lane: int = 0
     """Gate slots its critical queries had beyond `gate` (`critical_lane`; none before 2026-12-02)."""
+    busy: tuple[tuple[float, float], ...] = ()
+    """The cores its JVMs' own threads (JIT compilers, collectors) took over the run: (from second
+    of the load, cores) steps (`Pool.busy`), where the recording measured them (`machine.series`'s
+    `jit` and `gc`: the node target's pods)."""
     turns_measured: bool = False
     """Its tasks' run times came without their waits for a bulk turn (the JVM sink measured them:
     a seventh figure in its work samples, since 2026-12-02), so a batch's tasks ran at most
@@ -260,7 +265,35 @@ def recorded_setup(path: Path) -> Setup | None:
         each, host = int(cluster.group(1)), float(cores)
     return Setup(each, gate if isinstance(gate, int) and gate > 0 else None, slots, host is not None or local is not None,
                  other_cores, host, raised is True, bulk if isinstance(bulk, int) and bulk > 0 else None,
-                 lane if isinstance(lane, int) and lane > 0 else 0, _turns_measured(raw))
+                 lane if isinstance(lane, int) and lane > 0 else 0,
+                 jvm_busy(machine.get("series") if isinstance(machine, dict) else None), _turns_measured(raw))
+
+
+BUSY_STEP_S = 10.0
+"""Seconds each step of a recording's JVM cores spans at least: the node target lists the pool's
+pods every 10 s, so a pod started between two listings is first read at the next, its CPU since
+its start all in one read."""
+
+
+def jvm_busy(series: Any) -> tuple[tuple[float, float], ...]:
+    """A recording's JVMs' own cores over time (`machine.series`: `jit` and `gc`, each
+    [seconds since the load started, CPU seconds since] at each read, summed over its JVMs) as
+    steps of at least `BUSY_STEP_S`: from each, the cores the two together took until the next."""
+    if not isinstance(series, dict):
+        return ()
+    kinds: list[dict[float, float]] = []
+    for kind in ("jit", "gc"):
+        points = series.get(kind)
+        kinds.append({float(p[0]): float(p[1]) for p in (points if isinstance(points, list) else ())
+                      if isinstance(p, list) and len(p) == 2 and all(isinstance(x, int | float) and math.isfinite(x)
+                                                                      for x in p)})
+    reads = [(t, sum(k[t] for k in kinds)) for t in sorted(set.intersection(*(set(k) for k in kinds)))]
+    kept = [(0.0, 0.0)]
+    for t, used in reads:
+        if t - kept[-1][0] >= BUSY_STEP_S or (t, used) == reads[-1]:
+            kept.append((t, used))
+    return tuple((round(t, 3), round(max((later_used - used) / (later - t), 0.0), 4))
+                 for (t, used), (later, later_used) in pairwise(kept) if later > t)
 
 
 def _turns_measured(raw: dict[str, Any]) -> bool:
