@@ -44,7 +44,7 @@ from sluice.runtime.session import local_cluster
 from sluice.scheduler.execution import mode_of
 from sluice.testing.sink_reads import SinkReader, latencies, production_times
 
-from .procfs import cpu_seconds, machine_busy_seconds
+from .procfs import SERIES_EVERY_S, ThreadSeries, cpu_seconds, machine_busy_seconds, tree
 
 AUTO = "auto"
 """The variant beside the policies: cameo, with each query in the execution mode its manifest asks
@@ -181,10 +181,22 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
     await_ready([(folder / f"{prefix}ready", proc, folder / f"{prefix}run.log") for prefix, proc in procs])
     readers = {q.key: SinkReader(broker.bootstrap, sink).start() for q, sink in zip(queries, sinks, strict=True) if sink}
     began = machine_sample([proc.pid for _, proc in procs])
+    threads, sampled = ThreadSeries(), threading.Event()
+
+    def sample_threads() -> None:  # the runs' threads by kind while the load runs (JIT, GC, tasks, ...)
+        threads.sample(pid for _, proc in procs for pid in tree(proc.pid))
+        while not sampled.wait(SERIES_EVERY_S):
+            threads.sample(pid for _, proc in procs for pid in tree(proc.pid))
+
+    sampler = threading.Thread(target=sample_threads, name="thread-series", daemon=True)
+    sampler.start()
     producers, stop, sent = start_load(scenario, queries, topics, broker.bootstrap, seconds)
     for p in producers:  # each load ends with its plan
         p.join(seconds + 60)
-    machine = machine_use(began, machine_sample([proc.pid for _, proc in procs]))
+    machine: dict[str, Any] = machine_use(began, machine_sample([proc.pid for _, proc in procs]))
+    sampled.set()
+    sampler.join()
+    machine["series"] = threads.series
     stop.set()
     for p in producers:
         p.join(60)

@@ -48,15 +48,13 @@ from sluice.runtime.realtime import drain_limit
 from sluice.scheduler.execution import mode_of, reserved_slots
 
 from .cameo import AUTO, _for_run, drain_seconds, machine_use, start_load
-from .procfs import machine_busy_seconds, pod_cpu_seconds, pod_pids, thread_seconds
+from .procfs import SERIES_EVERY_S, ThreadSeries, machine_busy_seconds, pod_cpu_seconds, pod_pids
 
 NS = "sluice-system"
 """The helm release's namespace (the operator, the pool's pods)."""
 RELEASE = "sluice"
 POLL_S = 10.0
 """Seconds between reads of each query's batches: the runtime keeps a minute of them."""
-CPU_EVERY_S = 2.0
-"""Seconds between reads of the pool's pods' CPU (their cgroups) while the load runs."""
 STATUS_WINDOW_S = 60.0
 """The span of a StreamingQuery's status figures (the runtime's latency window)."""
 POOL_READY_S = 300.0
@@ -183,7 +181,7 @@ class PoolCpu:
     against the machine's: the rest (the control plane, the operator, the broker, the load
     generator) is what the pool's batches could not use (`sluice simulate`'s other cores).
     Each pod's cgroup is read at every poll; a pod gone between two polls loses its last one's
-    CPU (at most `POLL_S`)."""
+    CPU (at most `POLL_S`). Every `SERIES_EVERY_S` its processes' threads by kind too (`ThreadSeries`)."""
 
     pool: Pool
     began: tuple[float, float] = (0.0, 0.0)
@@ -191,14 +189,10 @@ class PoolCpu:
     first: dict[str, float] = field(default_factory=dict)
     last: dict[str, float] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
-    first_own: dict[str, dict[str, float]] = field(default_factory=dict)
-    last_own: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Each pod's threads' CPU seconds by kind (`procfs.thread_seconds`): as the load started, and since."""
-    series: dict[str, list[list[float]]] = field(default_factory=lambda: {"machine": []})
-    """At each read: [seconds since the load started, CPU seconds used since], for the machine,
-    for each pod by name (a pod started later counted from its start), and for the pods' threads
-    by kind (`procfs.thread_seconds`: `jit` and `gc`, the JVMs' compiling and collecting; `task`
-    and `stream`, the batches' measured work; `rest`)."""
+    threads: ThreadSeries = field(default_factory=ThreadSeries)
+    pods: dict[str, list[list[float]]] = field(default_factory=dict)
+    """Each pod by name: [seconds since the load started, CPU seconds since] at each read (a pod
+    started later counted from its start)."""
 
     def _pods(self, listing: bool) -> dict[str, float]:
         """Each pod's CPU seconds now; `listing`: ask the API server which pods the pool has (else
@@ -213,31 +207,25 @@ class PoolCpu:
         self.began = (time.monotonic(), machine_busy_seconds())
         self.first = self._pods(listing=True)
         self.last = dict(self.first)
-        self.first_own = {uid: thread_seconds(pod_pids(uid)) for uid in self.first}
+        self.threads.sample(pid for uid in self.first for pid in pod_pids(uid))
 
     def sample(self, listing: bool = False) -> None:
         now = round(time.monotonic() - self.began[0], 1)
-        kinds: list[str] = []
-        for uid, cpu in self._pods(listing).items():
+        used = self._pods(listing)
+        for uid, cpu in used.items():
             self.first.setdefault(uid, 0.0)  # started after the load did
             self.last[uid] = cpu
-            self.series.setdefault(self.names[uid], []).append([now, round(cpu - self.first[uid], 3)])
-            threads = thread_seconds(pod_pids(uid))
-            kinds = list(threads)
-            began = self.first_own.setdefault(uid, dict.fromkeys(threads, 0.0))
-            self.last_own[uid] = {kind: max(threads[kind] - began[kind], 0.0) for kind in threads}
-        for kind in kinds:  # a pod gone keeps what it last had
-            self.series.setdefault(kind, []).append(
-                [now, round(sum(seen.get(kind, 0.0) for seen in self.last_own.values()), 3)])
-        self.series["machine"].append([now, round(machine_busy_seconds() - self.began[1], 3)])
+            self.pods.setdefault(self.names[uid], []).append([now, round(cpu - self.first[uid], 3)])
+        self.threads.sample(pid for uid in used for pid in pod_pids(uid))
 
     def use(self) -> dict[str, Any]:
-        """`cameo.machine_use`'s figures, the pool's pods as the runs, and `series`."""
+        """`cameo.machine_use`'s figures, the pool's pods as the runs, and the series (the
+        threads' by kind, `machine`, and each pod's)."""
         self.sample(listing=True)
         pods = sum(self.last[uid] - self.first[uid] for uid in self.last)
         used: dict[str, Any] = machine_use((self.began[0], self.began[1], 0.0),
                                            (time.monotonic(), machine_busy_seconds(), pods))
-        return {**used, "series": self.series}
+        return {**used, "series": {**self.threads.series, **self.pods}}
 
 
 def spark_setup(spec: dict[str, Any], executors: dict[str, Any], cores: int) -> dict[str, Any]:
@@ -387,8 +375,8 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
     cpu.start()
     producers, stop, sent = start_load(scenario, queries, topics, broker.bootstrap, seconds)
     while any(p.is_alive() for p in producers) and time.time() - ready < seconds + 60:
-        for _ in range(int(POLL_S / CPU_EVERY_S)):
-            time.sleep(CPU_EVERY_S)
+        for _ in range(int(POLL_S / SERIES_EVERY_S)):
+            time.sleep(SERIES_EVERY_S)
             cpu.sample()
         poll()
         cpu.sample(listing=True)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -141,26 +144,62 @@ BATCH_THREADS = {"task": ("Executor task l",), "stream": ("stream executio",)}
 worker`) and each query's stream execution thread (the driver's part of a batch)."""
 
 
-def thread_seconds(pids: list[int]) -> dict[str, float]:
-    """CPU seconds the processes `pids` spent on each kind of thread: the JVMs' own (`JVM_OWN`:
-    compiling and collecting), the batches' (`BATCH_THREADS`), and every other thread as `rest`
-    (RPC, the listener bus, the DAG scheduler, the runtime's Python, Kafka's heartbeats)."""
+THREAD_KINDS = (*JVM_OWN, *BATCH_THREADS, "rest")
+SERIES_EVERY_S = 2.0
+"""Seconds between a benchmark's reads of its processes' threads while the load runs."""
+
+
+def thread_seconds(pid: int) -> dict[int, tuple[str, float]] | None:
+    """Each live thread of the process `pid`: its kind (`THREAD_KINDS`: the JVMs' own, `JVM_OWN`,
+    compiling and collecting; the batches', `BATCH_THREADS`; every other thread as `rest`: RPC,
+    the listener bus, the DAG scheduler, the runtime's Python, Kafka's heartbeats) and its CPU
+    seconds, by thread id; None once the process is gone."""
     kinds = JVM_OWN | BATCH_THREADS
-    out = dict.fromkeys(kinds, 0.0) | {"rest": 0.0}
-    for pid in pids:
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    out = {}
+    for tid in threads:
         try:
-            threads = os.listdir(f"/proc/{pid}/task")
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
         except OSError:
             continue
-        for tid in threads:
-            try:
-                stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-            except OSError:
-                continue
-            name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")", 1)[1].split()
-            kind = next((k for k, prefixes in kinds.items() if name.startswith(prefixes)), "rest")
-            out[kind] += (int(fields[11]) + int(fields[12])) / TICKS
+        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")", 1)[1].split()
+        kind = next((k for k, prefixes in kinds.items() if name.startswith(prefixes)), "rest")
+        out[int(tid)] = (kind, (int(fields[11]) + int(fields[12])) / TICKS)
     return out
+
+
+@dataclass
+class ThreadSeries:
+    """The CPU of the processes a run measures, over its load, by kind of thread: at each
+    `sample`, [seconds since the first, CPU seconds since] for each of `THREAD_KINDS` summed over
+    the processes' threads, and for the machine (`machine`: its busy CPU). Each thread's CPU
+    between two samples goes to the kind its name says at the second (Spark renames its task
+    threads as they take a task); a thread or process first seen after the first sample is
+    counted from its start; what one that ended used after its last sample is lost (a JVM ends
+    idle compiler threads)."""
+
+    began: tuple[float, float] = (0.0, 0.0)
+    seen: dict[tuple[int, int], float] = field(default_factory=dict)
+    """(pid, tid) -> its CPU seconds at the last sample."""
+    totals: dict[str, float] = field(default_factory=lambda: dict.fromkeys(THREAD_KINDS, 0.0))
+    series: dict[str, list[list[float]]] = field(default_factory=dict)
+
+    def sample(self, pids: Iterable[int]) -> None:
+        fresh = not self.series
+        if fresh:
+            self.began = (time.monotonic(), machine_busy_seconds())
+        now = round(time.monotonic() - self.began[0], 1)
+        for pid in pids:
+            for tid, (kind, used) in (thread_seconds(pid) or {}).items():
+                before = self.seen.get((pid, tid), used if fresh else 0.0)
+                self.totals[kind] += max(used - before, 0.0)
+                self.seen[(pid, tid)] = used
+        self.series.setdefault("machine", []).append([now, round(machine_busy_seconds() - self.began[1], 3)])
+        for kind, used in self.totals.items():
+            self.series.setdefault(kind, []).append([now, round(used, 3)])
 
 
 def pod_pids(uid: str, root: Path = POD_CGROUPS) -> list[int]:

@@ -33,6 +33,17 @@ def test_a_batch_that_joins_later_slows_the_one_running() -> None:
     assert [j.key for j in cores.advance(end)] == ["a"]
 
 
+def test_a_change_of_the_cores_left_speeds_up_the_work_from_then_on() -> None:
+    # 1 core-second on 0.5 core until 1 s (0.5 done), then on 1 core: ends at 1.5 s
+    cores = Cores(0.5, 1, driver_shares=False)
+    cores.start(0.0, Job("a", 0.0, 1.0, 1))
+    assert cores.next_end() == pytest.approx(2.0)
+    cores.set_cores(1.0, 1.0)
+    assert cores.next_end() == pytest.approx(1.5)
+    cores.set_cores(1.25, 0.0)  # never no core: a tenth of one, 0.25 left takes 2.5 s
+    assert cores.next_end() == pytest.approx(3.75)
+
+
 def test_the_driver_shares_the_cores_only_on_a_local_master() -> None:
     # one core: a's driver work (1 s) beside b's task work (1 core-second)
     for shares, ends in ((True, 2.0), (False, 1.0)):

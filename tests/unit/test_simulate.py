@@ -302,6 +302,22 @@ def test_cores_other_processes_take_slow_the_batches_on_what_is_left() -> None:
     assert Pool(1, 2, taken=0.5).scaled(3).taken == 0.5  # the machine's other processes stay as they were
 
 
+def test_cores_the_jvms_own_threads_take_over_time_slow_the_batches_while_they_take_them() -> None:
+    # the batch of 0.3 core-seconds at 5 s on one core: JIT compilers take 0.5 of it from 0 s and
+    # none from 5.2 s: 0.1 core-second done by 5.2 (at half speed), the other 0.2 at full speed:
+    # commits at 5.4 (p50 2.9 s); taken to the end, half speed throughout: 5.6 (3.1 s)
+    q = filter_query(sla=10.0, commit=0.0, trigger=5.0, driver=0.0, task_fixed=0.3)
+    for busy, p50 in ((((0.0, 0.5), (5.2, 0.0)), 2.9), (((0.0, 0.5),), 3.1), (((0.0, 0.5), (5.4, 0.0)), 3.0),
+                      (((6.0, 0.5),), 2.8)):  # the last: after the batch, no effect
+        found = simulate([q], Pool(1, 1, busy=busy), Options(duration=6.5)).queries["a/filter"].quantile(0.5)
+        assert found is not None and p50 <= found <= p50 * 1.02, (busy, found)
+    # beside the other processes' cores: 0.25 taken throughout and 0.25 by the JVMs: half speed
+    both = simulate([q], Pool(1, 1, taken=0.25, busy=((0.0, 0.25),)), Options(duration=6.5)).queries["a/filter"]
+    assert both.quantile(0.5) is not None and 3.1 <= (both.quantile(0.5) or 0) <= 3.1 * 1.02
+    with pytest.raises(ValueError, match="zero or more"):
+        simulate([q], Pool(1, 1, busy=((-1.0, 0.5),)), Options(duration=6.5))
+
+
 def test_size_scales_spark_s_task_slots_with_the_executors() -> None:
     pool = Pool(1, 2, task_slots=16, capacity=4, driver_shares=True)
     assert pool.scaled(3).task_slots == 48 and pool.scaled(3).capacity == 4

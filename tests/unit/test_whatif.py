@@ -323,6 +323,15 @@ def test_a_node_target_recording_sizes_executor_pods_on_the_node_s_cores(tmp_pat
 
     inputs = _whatif_inputs((FRAUD,), None, str(report), None, None, None, None, None)
     pool = inputs.pool(2)  # two pods: their slots and turns twice over, on the one node's cores
+    assert pool.busy == ()  # no JVM series in this recording
+    raw = json.loads(report.read_text())
+    raw["machine"]["series"] = {"jit": [[10.0, 6.0], [20.0, 8.0]], "gc": [[10.0, 1.0], [20.0, 1.0]]}
+    timed = tmp_path / "timed.json"
+    timed.write_text(json.dumps(raw))
+    assert _whatif_inputs((FRAUD,), None, str(timed), None, None, None, None, None).pool(2).busy == ((0.0, 0.7),
+                                                                                                  (10.0, 0.2))
+    # --no-cold: steady costs, and no JVM warming up either
+    assert _whatif_inputs((FRAUD,), None, str(timed), None, None, None, None, None, cold=False).pool(2).busy == ()
     assert (pool.executors, pool.cores_per_executor, pool.task_slots, pool.bulk_slots, pool.host_cores, pool.gate,
             pool.priority) == (2, 2, 32, 4, 2.0, 4, False)
     assert inputs.queries[0].cold == (0.9,)
@@ -333,6 +342,22 @@ def test_a_node_target_recording_sizes_executor_pods_on_the_node_s_cores(tmp_pat
     assert "2 executor(s) x 2 core(s), all on one machine's 2 cores, cameo, 0.6 core(s) taken by other processes\n" in out
     report.write_text(report.read_text().replace('"task_slots": 16, "bulk_tasks": 2', '"bulk_tasks": null'))
     assert recorded_setup(report) == Setup(2, 4, 2, True, 0.6, 2.0, False, None, 1)  # the lane off: a slot a core
+
+
+def test_a_node_recording_s_jvm_cores_become_steps_of_ten_seconds_or_more() -> None:
+    from sluice.cli.whatif import jvm_busy
+
+    # JIT and GC CPU seconds since the load started, read every 2 s and again at each 10 s listing
+    # (10.0 and 10.2); the two kinds summed: 8 s by 10.0 (0.8 cores), 10 s by 20.2 (0.2 over
+    # 10.2 s), 12 by 30.4 and the last read (0.2 cores)
+    jit = [[2.0, 1.5], [10.0, 7.5], [10.2, 7.6], [20.2, 9.5], [30.4, 11.4]]
+    gc = [[2.0, 0.1], [10.0, 0.5], [10.2, 0.5], [20.2, 0.5], [30.4, 0.6]]
+    steps = jvm_busy({"jit": jit, "gc": gc, "machine": [[2.0, 3.0]]})
+    assert [t for t, _ in steps] == [0.0, 10.0, 20.2]
+    assert [c for _, c in steps] == pytest.approx([0.8, 2.0 / 10.2, 2.0 / 10.2], abs=1e-4)
+    assert jvm_busy({"jit": [[5.0, 3.0]], "gc": [[5.0, 1.0]]}) == ((0.0, 0.8),)  # one read: its rate to the end
+    assert jvm_busy(None) == () and jvm_busy({"machine": []}) == ()  # no JVM series recorded (local runs)
+    assert jvm_busy({"jit": [[5.0, "x"]], "gc": [[5.0, 1.0]]}) == ()  # a bad read is left out
 
 
 def test_a_recording_s_source_lag_is_simulated(tmp_path: Path) -> None:
