@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What-if's models against every stored validation sitting at once: each sitting's recordings
-# (${SITTINGS:-bench/results/validate-2026-12-0*}/<scenario>/report.json, the harness's figures
+# (${SITTINGS:-bench/results/validate-2026-12-0*}/<scenario>/report.json; a node sitting's too,
+# bench/results/validate-node-*, when SITTINGS names it; the harness's figures
 # beside the runtime's recorded costs) simulated again with the current code, so a change to the
 # model is judged on many sittings' measurements rather than one. No Spark runs: a minute or two.
 #   OUT=bench/results/resimulate-<date> MODELS="cores cores-wait" bench/run-resimulate.sh
@@ -15,10 +16,12 @@ for sitting in ${SITTINGS:-bench/results/validate-2026-12-0*}; do
   name="$(basename "$sitting")"
   for report in "$sitting"/*/report.json; do
     scenario="$(basename "$(dirname "$report")")"
+    # a local recording: its one executor; a node target's: the count its pool held longest
+    executors="$(.venv/bin/python -m sluice.bench.validate --executors "$report")"
     for model in ${MODELS:-cores cores-wait}; do
       # its table is not needed (the sitting's table is below); its one-sentence error is, if it fails
       .venv/bin/sluice simulate --scenario "bench/scenarios/$scenario.yaml" --costs "$report" \
-        --executors 1 --model "$model" --out "$out/$name/$scenario/sim-$model" 2>&1 > /dev/null \
+        --executors "$executors" --model "$model" --out "$out/$name/$scenario/sim-$model" 2>&1 > /dev/null \
         | grep -v "^simulating \|^wrote " >&2 || true
       test -f "$out/$name/$scenario/sim-$model/simulate.json"  # stop here when it failed
       rm -f "$out/$name/$scenario/sim-$model/simulate.png"  # the sitting's own plots are beside its run

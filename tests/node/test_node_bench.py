@@ -57,6 +57,11 @@ def test_the_cameo_benchmark_runs_a_scenario_on_a_pool_and_judges_every_row(
     machine = report["machine"]
     assert machine["run_cores"] > 0.1 and machine["busy_cores"] >= machine["run_cores"] - 0.05, machine
     assert document["machine"]["cameo"][0] == machine
+    # and over time: the pods' JVMs compiled while the load ran (JIT), the tasks ran on their
+    # threads, and each pod (the driver's, an executor's at least) has its own series
+    series = machine["series"]
+    assert series["jit"][-1][1] > 0 and series["task"][-1][1] > 0, {k: v[-1] for k, v in series.items()}
+    assert any(name.startswith("sluice-pool-") for name in series) and any("-exec-" in name for name in series), list(series)
     # each query's costs as the pool's status had them, and its first batches' (a cold start)
     critical = report["queries"]["payments/fraud-alerts"]
     assert critical["costs"]["fixed_ms"] >= 0 and critical["costs"]["input_rate"] > 0, critical["costs"]

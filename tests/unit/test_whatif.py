@@ -356,6 +356,9 @@ def test_a_node_recording_s_jvm_cores_become_steps_of_ten_seconds_or_more() -> N
     assert [t for t, _ in steps] == [0.0, 10.0, 20.2]
     assert [c for _, c in steps] == pytest.approx([0.8, 2.0 / 10.2, 2.0 / 10.2], abs=1e-4)
     assert jvm_busy({"jit": [[5.0, 3.0]], "gc": [[5.0, 1.0]]}) == ((0.0, 0.8),)  # one read: its rate to the end
+    # a last read 0.1 s after one kept joins its step (no rate from a tenth of a second to the end)
+    tail = jvm_busy({"jit": [[10.0, 8.0], [20.0, 10.0], [20.1, 10.0]], "gc": [[10.0, 0.0], [20.0, 0.0], [20.1, 0.0]]})
+    assert tail == ((0.0, 0.8), (10.0, round(2.0 / 10.1, 4)))
     assert jvm_busy(None) == () and jvm_busy({"machine": []}) == ()  # no JVM series recorded (local runs)
     assert jvm_busy({"jit": [[5.0, "x"]], "gc": [[5.0, 1.0]]}) == ()  # a bad read is left out
 

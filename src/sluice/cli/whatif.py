@@ -290,8 +290,12 @@ def jvm_busy(series: Any) -> tuple[tuple[float, float], ...]:
     reads = [(t, sum(k[t] for k in kinds)) for t in sorted(set.intersection(*(set(k) for k in kinds)))]
     kept = [(0.0, 0.0)]
     for t, used in reads:
-        if t - kept[-1][0] >= BUSY_STEP_S or (t, used) == reads[-1]:
+        if t - kept[-1][0] >= BUSY_STEP_S:
             kept.append((t, used))
+    if reads and kept[-1] != reads[-1]:  # the last read: a short tail joins the step before it
+        if len(kept) > 1 and reads[-1][0] - kept[-1][0] < BUSY_STEP_S:
+            kept.pop()
+        kept.append(reads[-1])
     return tuple((round(t, 3), round(max((later_used - used) / (later - t), 0.0), 4))
                  for (t, used), (later, later_used) in pairwise(kept) if later > t)
 
