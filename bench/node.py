@@ -435,7 +435,13 @@ def _shown_status(item: dict[str, Any] | None) -> dict[str, Any]:
 def _last_minute(timeline: list[list[Any]], end: float, sla_ms: float) -> dict[str, Any]:
     """The harness's p99 and attainment over the minute before `end` (seconds since the load
     started): the span of the status figures read then."""
-    sample = sorted((lat, rows * m) for t, rows, lats in timeline if end - STATUS_WINDOW_S <= t <= end and rows > 0
+    return timeline_figures(timeline, end - STATUS_WINDOW_S, end, sla_ms)
+
+
+def timeline_figures(timeline: list[list[Any]], start: float, end: float, sla_ms: float) -> dict[str, Any]:
+    """p99 (ms) and attainment of the batches of a run's `timeline` ([seconds since the load
+    started, rows, latencies at the grid's quantiles]) committed from `start` to `end`."""
+    sample = sorted((lat, rows * m) for t, rows, lats in timeline if start <= t <= end and rows > 0
                     for lat, m in zip(lats, MASSES, strict=False))
     total = sum(w for _, w in sample)
     return {"p99_ms": weighted_quantile(sample, 0.99),

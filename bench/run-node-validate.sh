@@ -6,7 +6,8 @@
 # run's recorded costs (each query's `costs` and `cold_ms` from the pool's status) on its setup
 # (executors of the pool's cores on the node's cores, the driver sharing them, the executor pods'
 # task slots and bulk turns, the cores the rest of the node took) at the executor count the pool
-# held longest. Measured side: the harness's (every row sent judged). Results land in
+# held longest; and the default model again from ${STEADY:-50} s into the load on (sim-cores-steady/,
+# measured over the same batches). Measured side: the harness's (every row sent judged). Results land in
 # ${OUT:-bench/results/validate-node}/<scenario>/ as `bench/run-all-validate.sh`'s do.
 # Uses the running dev cluster (`sluice dev cluster up`), else brings one up (15-20 min cold).
 # About 5 minutes per scenario on a 2-core machine.
@@ -25,5 +26,11 @@ for scenario in ${SCENARIOS:-two-tenants burst multi-tenant realtime}; do
     .venv/bin/sluice simulate --scenario "bench/scenarios/$scenario.yaml" --costs "$out/report.json" \
       --executors "$executors" --model "$model" --out "$out/sim-$model"
   done
+  # the same once the pool has settled: measured and simulated from STEADY seconds into the load on
+  # (its JVMs warmed up, its executors joined), where the operator's sizing looks
+  .venv/bin/python -m sluice.bench.validate --steady "${STEADY:-50}" "bench/scenarios/$scenario.yaml" \
+    "$out/report.json" "$out/report-steady.json"
+  .venv/bin/sluice simulate --scenario "bench/scenarios/$scenario.yaml" --costs "$out/report-steady.json" \
+    --executors "$executors" --model cores --warmup "${STEADY:-50}s" --out "$out/sim-cores-steady"
 done
 .venv/bin/python -m sluice.bench.validate --table "$root" | tee "$root/table.txt"

@@ -7,11 +7,13 @@ not beside the runtime's status.
     python -m sluice.bench.validate --table DIR     (the validation table of DIR/<scenario>/sim-<model>/)
     python -m sluice.bench.validate --recent-only REPORT OUT   (the work refitted without the kept batches)
     python -m sluice.bench.validate --executors REPORT   (the executors a node-target run's pool held longest)
+    python -m sluice.bench.validate --steady SECONDS SCENARIO REPORT OUT   (judged from SECONDS into the load on)
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 from itertools import pairwise
 from pathlib import Path
@@ -66,6 +68,25 @@ def held_executors(report: dict[str, Any]) -> int:
     if points:
         held.setdefault(points[-1][1], 0.0)
     return max(held, key=lambda n: (held[n], n)) if held else 1
+
+
+def steady_report(report: dict[str, Any], scenario: Path, since: float) -> dict[str, Any]:
+    """`report` (a judged node-target run's, each query with its batches' `timeline`: [seconds
+    since the load started, rows, latencies at the grid's quantiles]) with each query's p99_ms and
+    attainment over the batches committed `since` seconds after the load started and later: the
+    pool once its JVMs have warmed up and its executors joined, as `sluice simulate --warmup`
+    counts. The SLAs are the scenario's."""
+    from sluice.api.scenario import load_scenario
+
+    from .node import timeline_figures
+
+    _, queries = load_scenario(scenario)
+    slas = {q.key: q.spec.sla.latencyTarget.ms for q in queries}
+    out: dict[str, Any] = json.loads(json.dumps(report))
+    for key, entry in out.get("queries", {}).items():
+        entry.update(timeline_figures(entry.get("timeline") or [], since, math.inf, slas[key]))
+    out["measured_by"] = f"the benchmark harness: the batches committed {since:g} s after the load started and later"
+    return out
 
 
 P99_GOAL, POINTS_GOAL = 0.25, 5.0
@@ -128,6 +149,14 @@ def main(argv: list[str]) -> int:
         except (OSError, ValueError, TypeError) as error:
             print(f"cannot read the executors of {argv[1]}: {error}", file=sys.stderr)
             return 1
+        return 0
+    if len(argv) == 5 and argv[0] == "--steady":
+        try:
+            steady = steady_report(json.loads(Path(argv[3]).read_text()), Path(argv[2]), float(argv[1]))
+        except (OSError, ValueError, TypeError, KeyError) as error:
+            print(f"cannot judge {argv[3]} from {argv[1]} s on: {error}", file=sys.stderr)
+            return 1
+        Path(argv[4]).write_text(json.dumps(steady, indent=1) + "\n")
         return 0
     if len(argv) == 3 and argv[0] == "--recent-only":
         try:

@@ -92,6 +92,29 @@ def test_a_node_run_is_simulated_at_the_executors_its_pool_held_longest(tmp_path
     assert main(["--executors", str(tmp_path / "missing.json")]) == 1
 
 
+def test_a_node_run_is_judged_again_from_a_later_second_on(tmp_path: Path) -> None:
+    from sluice.api.constants import GRID
+    from sluice.bench.validate import steady_report
+
+    scenario = Path(__file__).resolve().parents[2] / "bench" / "scenarios" / "two-tenants.yaml"
+    late, warm = [5000.0] * len(GRID), [100.0] * len(GRID)  # every row of a batch alike
+    report = {"queries": {"payments/fraud-alerts": {"p99_ms": 5000.0, "attainment": 0.5,
+                                                    "timeline": [[30.0, 60, late], [60.0, 60, warm], [70.0, 0, []]]},
+                          "analytics/merchant-stats": {"p99_ms": 1.0, "timeline": [[40.0, 10, late]]}}}
+    steady = steady_report(report, scenario, 50.0)["queries"]
+    # the filter's 1 s SLA: from 50 s on only the warm batch, every row within it
+    assert steady["payments/fraud-alerts"]["p99_ms"] == 100.0 and steady["payments/fraud-alerts"]["attainment"] == 1.0
+    # the aggregation committed nothing from 50 s on: no figure, not the whole run's
+    assert steady["analytics/merchant-stats"]["p99_ms"] is None and steady["analytics/merchant-stats"]["attainment"] is None
+    whole = steady_report(report, scenario, 0.0)["queries"]["payments/fraud-alerts"]
+    assert whole["p99_ms"] == 5000.0 and whole["attainment"] == pytest.approx(0.5)
+    assert report["queries"]["payments/fraud-alerts"]["p99_ms"] == 5000.0  # the recording is left as it was
+    path = write(tmp_path / "r.json", report)
+    assert main(["--steady", "50", str(scenario), str(path), str(tmp_path / "out.json")]) == 0
+    assert json.loads((tmp_path / "out.json").read_text())["queries"]["payments/fraud-alerts"]["attainment"] == 1.0
+    assert main(["--steady", "x", str(scenario), str(path), str(tmp_path / "out.json")]) == 1
+
+
 def write(path: Path, document: object) -> Path:
     path.write_text(json.dumps(document))
     return path
