@@ -222,9 +222,9 @@ class Pool:
     local master); None: any."""
     busy: tuple[tuple[float, float], ...] = ()
     """Cores the JVMs' own threads (JIT compilers, collectors) take beside the batches, over time:
-    (from simulated second, cores) steps, a recording's (`sluice bench cameo --target node`
-    measures them); the batches' threads share the rest. A JVM compiles most in its first minute
-    (a cold start the steady costs do not hold)."""
+    (from simulated second, cores) steps, a recording's (`sluice bench cameo` measures them, locally
+    and on the node target); the batches' threads share the rest. A JVM compiles most in its first
+    minute (a cold start the steady costs do not hold)."""
     lane: int = 0
     """Gate slots beyond `gate`, per critical query, that only critical queries' batches take (`Scheduler.lane`): a
     recording's (`critical_lane`); none otherwise, so a sizing errs high by what the pool's lane

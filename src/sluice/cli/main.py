@@ -411,7 +411,7 @@ def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
         click.option("--cold/--no-cold", default=True, show_default=True,
                      help="A recording's first batches with rows take at least the time they took there "
                           "(`cold_ms`: a cold start and the backlog it leaves), and its JVMs' compilers and "
-                          "collectors take the cores they took over time (`machine.series`, on the node target); "
+                          "collectors take the cores they took over time (`machine.series`, from `sluice bench cameo`); "
                           "--no-cold: their steady costs."),
         click.option("--spread/--no-spread", default=True, show_default=True,
                      help="Each batch's work varies as a recording's batch times did (their 90th percentile "

@@ -109,7 +109,7 @@ class Setup:
     busy: tuple[tuple[float, float], ...] = ()
     """The cores its JVMs' own threads (JIT compilers, collectors) took over the run: (from second
     of the load, cores) steps (`Pool.busy`), where the recording measured them (`machine.series`'s
-    `jit` and `gc`: the node target's pods)."""
+    `jit` and `gc`: `sluice bench cameo` reads them since 2026-12-03, locally and on the node target)."""
     turns_measured: bool = False
     """Its tasks' run times came without their waits for a bulk turn (the JVM sink measured them:
     a seventh figure in its work samples, since 2026-12-02), so a batch's tasks ran at most
