@@ -385,6 +385,8 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
         p.join(60)
     load_end = time.time()
     machine = cpu.use()
+    poll()
+    loaded = dict(statuses)  # each query's status as the load stops: its costs fitted on the load's batches
     users = {key: _shown_status(pool.target.get("sq", key.split("/")[1], "-n", key.split("/")[0]))
              for key in batches}  # what `kubectl get sq` says as the load stops
     # the drain: until every query read what it was sent, or its SLA has passed (as locally)
@@ -412,7 +414,7 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
                                     "message": status.get("message", ""),
                                     "scheduler": status.get("scheduler", ""),
                                     "critical_path": status.get("criticalPath", {}),
-                                    "costs": status.get("costs"), "cold_ms": status.get("cold_ms", []),
+                                    "costs": loaded.get(q.key, {}).get("costs"), "cold_ms": status.get("cold_ms", []),
                                     "status_at_load_end": users[q.key], "harness_at_load_end": own}
     (folder / "report.json").write_text(json.dumps(report) + "\n")
     log(f"  {policy} (node): " + ", ".join(f"{k} p99 {v['harness_at_load_end']['p99_ms']} ms over the last minute "
