@@ -180,8 +180,9 @@ class PoolCpu:
     """The CPU the pool's pods (driver with its sidecar, executors) used while the load ran,
     against the machine's: the rest (the control plane, the operator, the broker, the load
     generator) is what the pool's batches could not use (`sluice simulate`'s other cores).
-    Each pod's cgroup is read at every poll; a pod gone between two polls loses its last one's
-    CPU (at most `POLL_S`). Every `SERIES_EVERY_S` its processes' threads by kind too (`ThreadSeries`)."""
+    The pool's pods are listed at every poll (`POLL_S`) and each one's cgroup and threads by kind
+    (`ThreadSeries`) read every `SERIES_EVERY_S`; a pod gone between two reads loses what it used
+    after the last one."""
 
     pool: Pool
     began: tuple[float, float] = (0.0, 0.0)
