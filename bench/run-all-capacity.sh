@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Searches every shipped scenario's SLA capacity per policy; results land in bench/results/capacity/<scenario>/.
+# Searches every shipped scenario's SLA capacity per policy; results land in bench/out/capacity/<scenario>/.
 # Each scenario stops at MAX_MINUTES (default 25) and reports the bracket reached; run it alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +10,6 @@ for scenario in two-tenants burst multi-tenant realtime; do
   # realtime's critical SLAs (100 ms) are below any micro-batch; auto runs them in Real-time Mode
   if [ "$scenario" = realtime ]; then policies="fifo,fair,cameo,auto"; fi
   .venv/bin/sluice bench capacity --scenario "bench/scenarios/$scenario.yaml" --policies "$policies" \
-    --max-minutes "$minutes" --out "bench/results/capacity/$scenario"
+    --max-minutes "$minutes" --out "bench/out/capacity/$scenario"
 done
 echo "run-all-capacity: $(( ($(date +%s) - started) / 60 )) min"

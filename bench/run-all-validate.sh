@@ -3,14 +3,14 @@
 # cameo on a real broker (`sluice bench cameo`), and the same scenario is simulated from that
 # run's recorded costs (its driver and task CPU work on its Spark setup: gate, task slots, cores).
 # The measured side is the harness's (every row sent judged at the sink), not the runtime's
-# status. Results land in ${OUT:-bench/results/validate}/<scenario>/: the run's report with the
+# status. Results land in ${OUT:-bench/out/validate}/<scenario>/: the run's report with the
 # harness's figures (report.json; the runtime's own kept beside them), the simulation
 # (sim-cores/, sim-cores-cpu/, sim-cores-wait/, sim-cores-hold/, sim-cores-run/, sim-slots/, sim-cores-no-cold/, sim-cores-no-lag/, sim-cores-no-spread/ and sim-cores-recent/: simulate.json with `measured` beside `predicted`, summary.txt, simulate.png).
 # About 4 minutes per scenario on a 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for scenario in ${SCENARIOS:-two-tenants burst multi-tenant realtime}; do
-  out="${OUT:-bench/results/validate}/$scenario"
+  out="${OUT:-bench/out/validate}/$scenario"
   .venv/bin/sluice bench cameo --scenario "bench/scenarios/$scenario.yaml" --policies cameo --out "$out"
   .venv/bin/python -m sluice.bench.validate "$out/runs/cameo-0/report.json" "$out/results.json" cameo "$out/report.json"
   # the run is `sluice run` in local mode: one executor with the machine's cores (the report's)
@@ -35,4 +35,4 @@ for scenario in ${SCENARIOS:-two-tenants burst multi-tenant realtime}; do
     --executors 1 --model cores --out "$out/sim-cores-recent"
   rm -rf "$out/kafka" "$out/runs"  # the harness's figures are in report.json
 done
-.venv/bin/python -m sluice.bench.validate --table "${OUT:-bench/results/validate}" | tee "${OUT:-bench/results/validate}/table.txt"
+.venv/bin/python -m sluice.bench.validate --table "${OUT:-bench/out/validate}" | tee "${OUT:-bench/out/validate}/table.txt"

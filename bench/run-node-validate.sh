@@ -8,12 +8,12 @@
 # task slots and bulk turns, the cores the rest of the node took) at the executor count the pool
 # held longest; and the default model again from ${STEADY:-50} s into the load on (sim-cores-steady/,
 # measured over the same batches). Measured side: the harness's (every row sent judged). Results land in
-# ${OUT:-bench/results/validate-node}/<scenario>/ as `bench/run-all-validate.sh`'s do.
+# ${OUT:-bench/out/validate-node}/<scenario>/ as `bench/run-all-validate.sh`'s do.
 # Uses the running dev cluster (`sluice dev cluster up`), else brings one up (15-20 min cold).
 # About 5 minutes per scenario on a 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root="${OUT:-bench/results/validate-node}"
+root="${OUT:-bench/out/validate-node}"
 for scenario in ${SCENARIOS:-two-tenants burst multi-tenant realtime}; do
   out="$root/$scenario"
   if ! .venv/bin/sluice bench cameo --target node --scenario "bench/scenarios/$scenario.yaml" --policies cameo --out "$out"; then

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # What-if's models against every stored validation sitting at once: each sitting's recordings
-# (${SITTINGS:-bench/results/validate-2026-12-0*}/<scenario>/report.json; a node sitting's too,
-# bench/results/validate-node-*, when SITTINGS names it; the harness's figures
+# (${SITTINGS:-bench/out/validate-2026-12-0*}/<scenario>/report.json; a node sitting's too,
+# bench/out/validate-node-*, when SITTINGS names it; the harness's figures
 # beside the runtime's recorded costs) simulated again with the current code, so a change to the
 # model is judged on many sittings' measurements rather than one. No Spark runs: a minute or two.
-#   OUT=bench/results/resimulate-<date> MODELS="cores cores-wait" bench/run-resimulate.sh
+#   OUT=bench/out/resimulate-<date> MODELS="cores cores-wait" bench/run-resimulate.sh
 # Results: ${OUT}/<sitting>/<scenario>/sim-<model>/, each sitting's table in ${OUT}/<sitting>/table.txt
 # and the counts of every sitting in ${OUT}/summary.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out="${OUT:-bench/results/resimulate}"
+out="${OUT:-bench/out/resimulate}"
 mkdir -p "$out"
 : > "$out/summary.txt"
-for sitting in ${SITTINGS:-bench/results/validate-2026-12-0*}; do
+for sitting in ${SITTINGS:-bench/out/validate-2026-12-0*}; do
   name="$(basename "$sitting")"
   for report in "$sitting"/*/report.json; do
     scenario="$(basename "$(dirname "$report")")"
