@@ -11,7 +11,7 @@ import click
 from click.testing import CliRunner
 
 from sluice.bench import calibrate
-from sluice.cli.main import _calibrate_now, _sitting_option
+from sluice.cli.common import calibrate_now, calibrate_option
 
 REF = {"at": "2026-11-27T20:00:00+00:00", "python_ms": 400.0, "spark_start_s": 16.0, "spark_batch_ms": 150.0,
        "kafka_start_s": 6.5, "kafka_rtt_ms": 7.0}
@@ -51,9 +51,9 @@ def _command() -> click.Command:
     @click.command()
     @click.option("--out")
     @click.option("--stale", is_flag=True)
-    @_sitting_option
+    @calibrate_option
     def bench(out: str, stale: bool) -> None:
-        _calibrate_now()
+        calibrate_now()
         results = Path(out) / "results.json"
         if not stale:  # the benchmark wrote its results
             results.write_text(json.dumps({"figure": 1}))

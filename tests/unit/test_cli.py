@@ -77,7 +77,7 @@ def test_the_demos_counter_counts_from_the_queries_start_and_stops_at_its_durati
     import time
 
     from sluice.api.wire import QueryStatus
-    from sluice.cli.main import demo_progress
+    from sluice.cli.demo import demo_progress
 
     now = [1000.0]
     monkeypatch.setattr(time, "monotonic", lambda: now[0])

@@ -187,7 +187,7 @@ def test_installed_cli_never_prints_a_traceback(tmp_path: Path) -> None:
 
 
 def test_the_demo_finds_its_manifests_from_any_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sluice.cli.main import demo_manifests
+    from sluice.cli.demo import demo_manifests
 
     monkeypatch.chdir(tmp_path)  # not the repository: the demo's manifests come with the package
     found = [p.name for p in demo_manifests(None)]

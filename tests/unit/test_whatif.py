@@ -222,9 +222,9 @@ def test_a_recording_s_work_and_spark_setup_drive_the_shared_cores(tmp_path: Pat
         assert code == 0, err
         p99 = json.loads((out_dir / "simulate.json").read_text())["queries"]["payments/fraud-filter"]["p99_ms"]
         assert longest - 12 < p99 <= longest * 1.02
-    from sluice.cli.main import _whatif_inputs
+    from sluice.cli.whatif_commands import _whatif_inputs
 
-    split = _whatif_inputs((FRAUD,), None, str(timed), None, None, None, "1m", None, model="cores-cpu").queries[0]
+    split = _whatif_inputs((FRAUD,), None, str(timed), None, None, None, 60.0, None, model="cores-cpu").queries[0]
     assert (split.driver, split.driver_wait) == pytest.approx((0.03, 0.05))  # 30 ms on the cores, 50 ms waited
     assert split.alone(40) == pytest.approx(0.03 + 0.05 + (0.01 + 40 * 5e-5) / 2)  # 86 ms, as under cores
     assert split.waits(40) == pytest.approx(0.05)  # after its tasks, no core taken
@@ -283,7 +283,7 @@ def test_a_local_cluster_recording_sizes_executors_on_its_machine_s_cores(tmp_pa
         assert code == 0, err
         assert ("3 executor(s) x 1 core(s), all on one machine's 2 cores, cameo, 0.4 core(s) taken by other "
                 "processes, urgent threads weigh more on the cores (raised priorities)") in out
-    from sluice.cli.main import _whatif_inputs
+    from sluice.cli.whatif_commands import _whatif_inputs
 
     pool = _whatif_inputs((FRAUD,), None, str(report), None, 1, None, None, None).pool(3)
     cores = pool.cores()  # 3 slots, the gate the recording had, the machine's 2 cores less 0.4 taken
@@ -319,7 +319,7 @@ def test_a_node_target_recording_sizes_executor_pods_on_the_node_s_cores(tmp_pat
                   "priorities": False, "lane_on": True},
         "queries": {"payments/fraud-filter": {"costs": {**costs, **work}, "cold_ms": [900.0]}}}))
     assert recorded_setup(report) == Setup(2, 4, 16, True, 0.6, 2.0, False, 2, 1)
-    from sluice.cli.main import _whatif_inputs
+    from sluice.cli.whatif_commands import _whatif_inputs
 
     inputs = _whatif_inputs((FRAUD,), None, str(report), None, None, None, None, None)
     pool = inputs.pool(2)  # two pods: their slots and turns twice over, on the one node's cores

@@ -1,0 +1,249 @@
+"""`sluice bench density|capacity|rescale|ds2|simulate`: how far a pool scales, and how it rescales."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from sluice.api.constants import CRITICAL_LANE, RUNTIME_CAPACITY
+from sluice.cli.common import (
+    EXIT_ERROR,
+    TARGET_OPTION,
+    URGENT_LANE_OPTION,
+    DurationParam,
+    calibrate_now,
+    calibrate_option,
+    json_option,
+    parse_counts,
+    print_result,
+)
+
+
+@click.command("density")
+@click.option("--counts", default="1,10,50,100,200,400", show_default=True,
+              help="Queries in the shared pool at each step (ascending); stops after the first step that breaks an SLA.")
+@click.option("--per-app", default="1,5,10", show_default=True,
+              help="Applications of one query each, compared; 'none' skips them (a shared-pool-only run).")
+@click.option("--warmup", type=DurationParam(5, 3600, legacy=True), default="45s", show_default=True,
+              help="Before each step's window.")
+@click.option("--window", type=DurationParam(5, 3600, legacy=True), default="60s", show_default=True,
+              help="Measured time per step.")
+@click.option("--out", type=click.Path(file_okay=False), default="bench/out/density", show_default=True,
+              help="Writes results.json, summary.txt and density.png here.")
+@click.option("--conf", multiple=True, metavar="KEY=VALUE",
+              help="A Spark setting for the shared pool's runtime (repeatable): to measure one change against the default.")
+@click.option("--capacity", type=click.IntRange(1, 100_000), default=RUNTIME_CAPACITY, show_default=True,
+              help="The shared pool's scheduler capacity: batches granted at once.")
+@click.option("--critical-lane", type=click.IntRange(0, 100_000), default=CRITICAL_LANE, show_default=True,
+              help="Its slots beyond the capacity, per latency-critical query, that only their batches take (0: none).")
+@json_option
+@calibrate_option
+def bench_density(counts: str, per_app: str, warmup: float, window: float, out: str, conf: tuple[str, ...],
+                  capacity: int, critical_lane: int, as_json: bool) -> None:
+    """How many tenants' queries one pool holds with every SLA kept, and memory per query against one app each."""
+    from sluice.bench import density as density_bench
+    from sluice.testing.kafka import KafkaUnavailable
+
+    bad = [c for c in conf if "=" not in c or not c.split("=", 1)[0].startswith("spark.")]
+    if bad:
+        click.echo(f"--conf: give a Spark setting as spark.KEY=VALUE (got {bad[0]!r}).", err=True)
+        sys.exit(EXIT_ERROR)
+    options = density_bench.Options(counts=parse_counts(counts, "--counts"),
+                                    per_app=() if per_app.strip() == "none" else parse_counts(per_app, "--per-app"),
+                                    warmup=warmup, window=window, conf=conf, capacity=capacity,
+                                    critical_lane=critical_lane)
+    calibrate_now()
+    try:
+        result = density_bench.run(options, Path(out), log=lambda m: click.echo(m, err=True))
+    except (KafkaUnavailable, RuntimeError) as error:
+        click.echo(str(error), err=True)
+        sys.exit(EXIT_ERROR)
+    print_result(as_json, result, density_bench.render(result))
+    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/density.png", err=True)
+
+
+@click.command("capacity")
+@click.option("--scenario", type=click.Path(dir_okay=False), required=True, help="Scenario YAML (see bench/scenarios/).")
+@click.option("--policies", default="fifo,fair,cameo", show_default=True, help="Policies whose capacity is searched.")
+@click.option("--out", type=click.Path(file_okay=False), default="bench/out/capacity", show_default=True,
+              help="Writes results.json, summary.txt, capacity.png and each probe's files here.")
+@click.option("--max-minutes", type=click.FloatRange(1, 24 * 60), default=25, show_default=True,
+              help="Stop here and report the bracket reached (no probe starts that would not end in time).")
+@click.option("--max-probes", type=click.IntRange(1, 50), default=12, show_default=True,
+              help="Probes per policy at most; at least min(4, this) are made.")
+@TARGET_OPTION
+@json_option
+@calibrate_option
+@URGENT_LANE_OPTION
+def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, max_probes: int, target: str,
+                   as_json: bool, urgent_lane: str) -> None:
+    """The highest load (one multiplier on every rate) each policy carries with every SLA kept."""
+    from sluice.api.scenario import ScenarioError, load_scenario
+    from sluice.bench import cameo as cameo_bench
+    from sluice.bench import capacity as capacity_bench
+    from sluice.bench.capacity_search import Search
+    from sluice.testing.kafka import KafkaUnavailable
+
+    chosen = [p.strip() for p in policies.split(",") if p.strip()]
+    unknown = [p for p in chosen if p not in cameo_bench.VARIANTS]
+    if unknown or not chosen or len(set(chosen)) != len(chosen):
+        click.echo(f"--policies: use some of {', '.join(cameo_bench.VARIANTS)}, each once (got {policies!r}).", err=True)
+        sys.exit(EXIT_ERROR)
+    search = Search(min_probes=min(4, max_probes), max_probes=max_probes)
+    try:
+        load_scenario(Path(scenario))
+        cameo_bench.check_target(target, chosen, urgent_lane)
+        calibrate_now()
+        result = capacity_bench.run(Path(scenario), chosen, Path(out), max_minutes, search,
+                                    log=lambda m: click.echo(m, err=True), urgent_lane=urgent_lane, target=target)
+    except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
+        click.echo(str(error), err=True)
+        sys.exit(EXIT_ERROR)
+    print_result(as_json, result, capacity_bench.render(result))
+    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/capacity.png", err=True)
+
+
+@click.command("rescale")
+@click.option("--strategies", default="all-at-once,executor-paced,partition-paced", show_default=True,
+              help="Rescale strategies compared in the same run.")
+@click.option("--stores", default="default,rocksdb", show_default=True,
+              help="State store providers: default (HDFS-backed) and rocksdb.")
+@click.option("--directions", default="grow,shrink", show_default=True,
+              help="The changes measured: grow (2 -> 4 executors) and shrink (4 -> 2).")
+@click.option("--keys", type=click.IntRange(1000, 100_000_000), default=None,
+              help="Distinct keys in the query's state (preloaded before the change).  [default: 1000000; with "
+                   "--state-mb, up to 1000000 so each key's value is at least 256 bytes]")
+@click.option("--state-mb", "state_mb", type=click.IntRange(1, 65536), default=None,
+              help="The state's size in MiB: each key also keeps a value so that keys x value reach it (with --keys, "
+                   "the value is the size over the keys), over 64 state partitions.  [default: counts only]")
+@click.option("--rate", type=click.FloatRange(1, 1e6), default=1000, show_default=True, help="Events per second after the preload.")
+@click.option("--steady", type=DurationParam(10, 3600, legacy=True), default="40s", show_default=True,
+              help="Steady batches before the target changes.")
+@click.option("--after", type=DurationParam(10, 3600, legacy=True), default="80s", show_default=True,
+              help="How long the run goes on after the change.")
+@click.option("--sla", type=DurationParam(0.1, 3600), default="5s", show_default=True,
+              help="The query's latency SLA: partition-paced moves state within its slack (the SLA less the "
+                   "recent p99), so a state-heavy query needs one it keeps when steady.")
+@click.option("--grace", type=DurationParam(1, 3600), default="120s", show_default=True,
+              help="How long a shrink drains its leaving executors gracefully before the rest are killed by force: "
+                   "from the change, or under partition-paced from the last state partition moved.")
+@click.option("--out", type=click.Path(file_okay=False), default="bench/out/rescale", show_default=True,
+              help="Writes results.json, table.md, rescale.png and each run's files here.")
+@click.option("--from-results", "from_results", type=click.Path(dir_okay=False), default=None,
+              help="Run nothing: render the table and plot again from an earlier run's results.json.")
+@json_option
+@calibrate_option
+def bench_rescale(strategies: str, stores: str, directions: str, keys: int | None, state_mb: int | None, rate: float, steady: float,
+                  after: float, sla: float, grace: float, out: str, from_results: str | None, as_json: bool) -> None:
+    """Megaphone's figure: a stateful query's batches while the pool grows 2->4 and shrinks 4->2 (local-cluster)."""
+    from sluice.bench import rescale as rescale_bench
+    from sluice.testing.kafka import KafkaUnavailable
+
+    if from_results is not None:
+        try:
+            document = rescale_bench.rerender(Path(from_results), Path(out))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            click.echo(f"--from-results: {from_results} is no results.json of `sluice bench rescale` ({error}).", err=True)
+            sys.exit(EXIT_ERROR)
+        print_result(as_json, document, rescale_bench.table_text(document["stores"]))
+        return
+
+    chosen = [p.strip() for p in strategies.split(",") if p.strip()]
+    if not chosen or any(p not in rescale_bench.STRATEGIES for p in chosen):
+        click.echo(f"--strategies: use some of {', '.join(rescale_bench.STRATEGIES)} (got {strategies!r}).", err=True)
+        sys.exit(EXIT_ERROR)
+    providers = [p.strip() for p in stores.split(",") if p.strip()]
+    if not providers or any(p not in rescale_bench.STORES for p in providers):
+        click.echo(f"--stores: use some of {', '.join(rescale_bench.STORES)} (got {stores!r}).", err=True)
+        sys.exit(EXIT_ERROR)
+    changes = [d.strip() for d in directions.split(",") if d.strip()]
+    if not changes or any(d not in rescale_bench.DIRECTIONS for d in changes):
+        click.echo(f"--directions: use some of {', '.join(rescale_bench.DIRECTIONS)} (got {directions!r}).", err=True)
+        sys.exit(EXIT_ERROR)
+    if state_mb is None:
+        options = rescale_bench.Options(keys=keys or rescale_bench.Options.keys, rate=rate, steady=steady, after=after,
+                                        sla=f"{sla:g}s", grace=grace)
+    else:
+        try:
+            keys, value_bytes = rescale_bench.sized(state_mb, keys)
+        except ValueError as error:
+            click.echo(f"{error}.", err=True)
+            sys.exit(EXIT_ERROR)
+        options = rescale_bench.Options(keys=keys, rate=rate, steady=steady, after=after, sla=f"{sla:g}s", state_mb=state_mb,
+                                        value_bytes=value_bytes, partitions=rescale_bench.STATE_PARTITIONS, grace=grace)
+    calibrate_now()
+    try:
+        document = rescale_bench.run(options, chosen, providers, Path(out), log=lambda m: click.echo(m, err=True),
+                                     directions=[d for d in rescale_bench.DIRECTIONS if d in changes])
+    except (KafkaUnavailable, RuntimeError) as error:
+        click.echo(str(error), err=True)
+        sys.exit(EXIT_ERROR)
+    print_result(as_json, document, rescale_bench.table_text(document["stores"]))
+    click.echo(f"wrote {out}/results.json, {out}/table.md, {out}/rescale.png ({document['wall_seconds']} s)", err=True)
+
+
+@click.command("ds2")
+@click.option("--policies", default="ds2,threshold", show_default=True,
+              help="Autoscaling policies compared in the same run: ds2 (the operator's) and threshold.")
+@click.option("--rates", default="300,3000,1500", show_default=True,
+              help="Events per second of the low, high and middle phases.")
+@click.option("--phase", type=DurationParam(20, 3600, legacy=True), default="60s", show_default=True,
+              help="Time per phase.")
+@click.option("--utilization", type=click.FloatRange(0.001, 1), default=0.35, show_default=True,
+              help="The utilization target both policies size for (low, so this machine's loads span 1 to 3 executors).")
+@click.option("--out", type=click.Path(file_okay=False), default="bench/out/ds2", show_default=True,
+              help="Writes results.json, table.md, ds2.png and each run's files here.")
+@json_option
+@calibrate_option
+def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: str, as_json: bool) -> None:
+    """DS2's convergence on real executors (local-cluster), under- and over-provisioned, against a threshold policy."""
+    from sluice.bench import ds2 as ds2_bench
+    from sluice.testing.kafka import KafkaUnavailable
+
+    chosen = [p.strip() for p in policies.split(",") if p.strip()]
+    if not chosen or any(p not in ds2_bench.POLICIES for p in chosen):
+        click.echo(f"--policies: use some of {', '.join(ds2_bench.POLICIES)} (got {policies!r}).", err=True)
+        sys.exit(EXIT_ERROR)
+    try:
+        low, high, mid = (float(r) for r in rates.split(","))
+    except ValueError:
+        click.echo(f"--rates: give three events-per-second figures, low,high,middle, such as 300,3000,1500 (got {rates!r}).",
+                   err=True)
+        sys.exit(EXIT_ERROR)
+    if min(low, high, mid) <= 0:
+        click.echo(f"--rates: every rate must be above zero (got {rates!r}).", err=True)
+        sys.exit(EXIT_ERROR)
+    options = ds2_bench.Options(rates=(low, high, mid), phase=phase, utilization=utilization)
+    calibrate_now()
+    try:
+        result = ds2_bench.run(options, chosen, Path(out), log=lambda m: click.echo(m, err=True))
+    except (KafkaUnavailable, RuntimeError) as error:
+        click.echo(str(error), err=True)
+        sys.exit(EXIT_ERROR)
+    print_result(as_json, result, ds2_bench.table_text(result))
+    click.echo(f"wrote {out}/results.json, {out}/table.md, {out}/ds2.png ({result['wall_seconds']} s)", err=True)
+
+@click.command("simulate")
+@click.option("--counts", default="100,1000,10000", show_default=True, help="Queries simulated at each step (ascending).")
+@click.option("--per-tenant", type=click.IntRange(1, 10_000), default=10, show_default=True, help="Queries per tenant.")
+@click.option("--duration", type=DurationParam(1, 24 * 3600), default="10m", show_default=True,
+              help="Simulated time per step.")
+@click.option("--out", type=click.Path(file_okay=False), default="bench/out/simulate", show_default=True,
+              help="Writes results.json, summary.txt and simulate.png here.")
+@click.option("--sizing", type=click.IntRange(0, 100_000), default=200, show_default=True,
+              help="Also time the operator's SLA-aware sizing (every pool sync) of a pool of this many queries; 0: not.")
+@json_option
+def bench_simulate(counts: str, per_tenant: int, duration: float, out: str, sizing: int, as_json: bool) -> None:
+    """How fast `sluice simulate` runs a large pool (10,000 queries of 1,000 tenants), and each scheduling decision."""
+    from sluice.bench import simulate as simulate_bench
+
+    options = simulate_bench.Options(counts=parse_counts(counts, "--counts"), per_tenant=per_tenant,
+                                     duration=duration, sizing=sizing)
+    result = simulate_bench.run(options, Path(out), log=lambda m: click.echo(m, err=True))
+    print_result(as_json, result, simulate_bench.render(result["steps"], result["sizing"], result["compiled"]))
+    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/simulate.png", err=True)
+
+
+COMMANDS = (bench_density, bench_capacity, bench_rescale, bench_ds2, bench_simulate)
