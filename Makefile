@@ -65,6 +65,7 @@ bench-check: $(STAMP)
 crds: $(STAMP)
 	$(BIN)/sluice crds > crds/sluice.dev.yaml
 	$(BIN)/sluice reference > docs/reference.md
+	$(BIN)/sluice cli-reference > docs/cli.md
 
 clean:
 	rm -rf $(VENV) .venv-checkov .mypy_cache .pytest_cache .ruff_cache $(CORE) scheduler/*.so src/*__mypyc*.so

@@ -59,7 +59,7 @@ LOCALITY_WAIT: Final = "0s"
 up to 3 s for the executor a Kafka partition's consumer was cached on, a wait a 1 s SLA cannot
 afford (a local master has one executor, so it never shows there). `runtime/locality.py` raises
 it while state moves. `local-cluster` keeps Spark's 3 s: with 0 s there the executor warm-up
-job's tasks ran elsewhere and state moves waited on it (tried 2026-12-01; docs/what-if.md)."""
+job's tasks ran elsewhere and state moves waited on it (measured)."""
 
 RUNTIME_IMAGE = "ghcr.io/sluice-dev/sluice-runtime:0.1.0"
 """The runtime image a pool without `spec.image` uses unless the operator is told another

@@ -1,7 +1,7 @@
-"""`sluice bench calibrate`: the sitting a benchmark ran in, from a fixed reference of about a minute.
+"""`sluice bench calibrate`: the machine speed a benchmark ran at, from a fixed reference of about a minute.
 
 Two runs of the same code on a small shared machine can differ more than the goals they test
-(docs/performance.md, "How a figure is judged"). A figure therefore names its sitting: the same
+(docs/performance.md, "How a figure is judged"). A figure therefore names the machine speed it was measured at: the same
 three fixed workloads, timed before each benchmark and kept in its results.json (`"sitting"`):
 
 - `python_ms`: a pure-Python loop (the CPU a scheduler or a load generator gets);
@@ -11,7 +11,7 @@ three fixed workloads, timed before each benchmark and kept in its results.json 
 - `kafka_start_s` and `kafka_rtt_ms`: a KRaft broker's start, then the median time from producing
   one record (acks=all) to a consumer reading it.
 
-Each is compared with the reference kept in `bench/results/sitting.json` (`--save-reference`
+Each is compared with the reference kept in `bench/results/calibrate-reference.json` (`--save-reference`
 writes it); a benchmark prints one line when any is more than `OFF` away from it.
 """
 
@@ -29,12 +29,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REFERENCE = Path(__file__).resolve().parent / "results" / "sitting.json"
-"""The reference sitting the project's published figures are compared with."""
+REFERENCE = Path(__file__).resolve().parent / "results" / "calibrate-reference.json"
+"""The reference speed the project's published figures are compared with."""
 OFF = 0.20
 """How far (as a fraction of the reference) a timing may be before a benchmark says so."""
 TIMINGS = ("python_ms", "spark_start_s", "spark_batch_ms", "kafka_start_s", "kafka_rtt_ms")
-"""The timings of a sitting, each lower-is-faster."""
+"""The timings of one calibration, each lower-is-faster."""
 PYTHON_REPEATS = 7
 PYTHON_LOOP = 4_000_000
 """Iterations of the pure-Python loop timed (about half a second here)."""
@@ -130,10 +130,10 @@ def kafka_loop() -> dict[str, float]:
 
 
 def measure(log: Any = print) -> dict[str, Any]:
-    """The sitting now: every timing of TIMINGS, the load average before, when and where."""
+    """The machine speed now: every timing of TIMINGS, the load average before, when and where."""
     load = os.getloadavg()
     at = datetime.now(UTC).isoformat(timespec="seconds")
-    log("calibrating the sitting (about a minute): a Python loop, Spark micro-batches, Kafka round trips")
+    log("calibrating the machine speed (about a minute): a Python loop, Spark micro-batches, Kafka round trips")
     timings: dict[str, float] = {"python_ms": python_loop()}
     timings.update(spark_loop())
     timings.update(kafka_loop())
@@ -142,7 +142,7 @@ def measure(log: Any = print) -> dict[str, Any]:
 
 
 def reference(path: Path = REFERENCE) -> dict[str, Any] | None:
-    """The kept reference sitting, or None when there is none."""
+    """The kept reference, or None when there is none."""
     try:
         loaded: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -150,11 +150,11 @@ def reference(path: Path = REFERENCE) -> dict[str, Any] | None:
     return loaded
 
 
-def compare(sitting: dict[str, Any], ref: dict[str, Any] | None) -> dict[str, float]:
+def compare(speed: dict[str, Any], ref: dict[str, Any] | None) -> dict[str, float]:
     """Each timing as a ratio to the reference's (above 1: slower than the reference)."""
     if not ref:
         return {}
-    return {k: round(sitting[k] / ref[k], 2) for k in TIMINGS if k in sitting and ref.get(k)}
+    return {k: round(speed[k] / ref[k], 2) for k in TIMINGS if k in speed and ref.get(k)}
 
 
 def warning(ratios: dict[str, float], ref: dict[str, Any] | None) -> str | None:
@@ -163,7 +163,7 @@ def warning(ratios: dict[str, float], ref: dict[str, Any] | None) -> str | None:
     if not ref or not off:
         return None
     parts = ", ".join(f"{k} {r:.2f}x" for k, r in off.items())
-    return (f"this sitting is more than {OFF:.0%} off the reference of {ref.get('at', '?')} ({parts}): "
+    return (f"this machine is more than {OFF:.0%} off the reference of {ref.get('at', '?')} ({parts}): "
             "its figures are not comparable with the published ones as they stand.")
 
 
@@ -176,8 +176,8 @@ def repeated(times: int, log: Any = print) -> dict[str, Any]:
             "repeats": times, "spread": {k: [min(r[k] for r in runs), max(r[k] for r in runs)] for k in TIMINGS}}
 
 
-def sitting(log: Any = print, times: int = 1) -> dict[str, Any]:
-    """Measure the sitting, compare it with the reference, say so in one line when it is off."""
+def speed(log: Any = print, times: int = 1) -> dict[str, Any]:
+    """Measure the machine speed, compare it with the reference, say so in one line when it is off."""
     now = repeated(times, log)
     ref = reference()
     ratios = compare(now, ref)

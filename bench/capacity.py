@@ -242,3 +242,11 @@ def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float,
     (out / "summary.txt").write_text(render(result) + "\n")
     plot(result, out)
     return result
+
+
+def rerender(results: Path, out: Path) -> tuple[dict[str, Any], str]:
+    """The table and capacity.png again from an earlier run's results.json."""
+    document = json.loads(results.read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    plot(document, out)
+    return document, render(document)

@@ -466,3 +466,10 @@ def run(options: Options, out: Path, log: Any = print) -> dict[str, Any]:
     plot(result, out)
     return result
 
+
+def rerender(results: Path, out: Path) -> tuple[dict[str, Any], str]:
+    """The table and density.png again from an earlier run's results.json."""
+    document = json.loads(results.read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    plot(document, out)
+    return document, render(document)

@@ -347,6 +347,16 @@ def run(options: Options, policies: list[str], out: Path, log: Callable[[str], N
     result = {"options": asdict(options), "wall_seconds": round(time.time() - started), **summary,
               "runs": [asdict(r) for r in runs]}
     (out / "results.json").write_text(json.dumps(result, indent=1))
-    (out / "table.md").write_text(table_text(summary) + "\n")
+    (out / "summary.txt").write_text(table_text(summary) + "\n")
     plot(runs, summary, out)
     return result
+
+
+def rerender(results: Path, out: Path) -> tuple[dict[str, Any], str]:
+    """The table and ds2.png again from an earlier run's results.json (its runs' samples)."""
+    document = json.loads(results.read_text())
+    runs = [Run(**{**r, "samples": [Sample(**s) for s in r["samples"]], "changes": [tuple(c) for c in r["changes"]]})
+            for r in document["runs"]]
+    out.mkdir(parents=True, exist_ok=True)
+    plot(runs, document, out)
+    return document, table_text(document)

@@ -357,6 +357,15 @@ def run(options: Options, out: Path, log: Any = print) -> dict[str, Any]:
     return {"summary": summary, "table": table}
 
 
+def rerender(results: Path, out: Path) -> tuple[dict[str, Any], str]:
+    """The table and overhead.png again from an earlier run's results.json (its runs' batches)."""
+    document = json.loads(results.read_text())
+    modes = tuple(document["options"].get("modes") or MODES)
+    out.mkdir(parents=True, exist_ok=True)
+    plot(document["runs"], document, out, modes)
+    return document, render(document)
+
+
 if __name__ == "__main__":  # a child run: MODE MANIFEST SECONDS WARMUP REPORT TRIGGER
     mode_, manifest_, seconds_, warmup_, report_, trigger_ = sys.argv[1:7]
     run_child(mode_, Path(manifest_), float(seconds_), float(warmup_), Path(report_), trigger_)

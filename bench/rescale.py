@@ -595,7 +595,7 @@ def report(runs: list[Run], options: Options, wall_seconds: int, out: Path) -> d
     document = {"options": asdict(options), "wall_seconds": wall_seconds, **results.get(runs[0].store, {}),
                 "stores": results, "runs": [asdict(r) for r in runs]}
     (out / "results.json").write_text(json.dumps(document, indent=1))
-    (out / "table.md").write_text(table_text(results) + "\n")
+    (out / "summary.txt").write_text(table_text(results) + "\n")
     plot(runs, out)
     return document
 

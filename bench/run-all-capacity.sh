@@ -10,6 +10,6 @@ for scenario in two-tenants burst multi-tenant realtime; do
   # realtime's critical SLAs (100 ms) are below any micro-batch; auto runs them in Real-time Mode
   if [ "$scenario" = realtime ]; then policies="fifo,fair,cameo,auto"; fi
   .venv/bin/sluice bench capacity --scenario "bench/scenarios/$scenario.yaml" --policies "$policies" \
-    --max-minutes "$minutes" --out "bench/out/capacity/$scenario"
+    --max-time "${minutes}m" --out "bench/out/capacity/$scenario"
 done
 echo "run-all-capacity: $(( ($(date +%s) - started) / 60 )) min"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Validates `sluice simulate` against reality (issue 15): each shipped scenario runs once under
+# Validates `sluice simulate` against reality: each shipped scenario runs once under
 # cameo on a real broker (`sluice bench cameo`), and the same scenario is simulated from that
 # run's recorded costs (its driver and task CPU work on its Spark setup: gate, task slots, cores).
 # The measured side is the harness's (every row sent judged at the sink), not the runtime's

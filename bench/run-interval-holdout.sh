@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The SLA-driven interval rule against a real run (issue 48's held-out two-query run): a 2,000
+# The SLA-driven interval rule against a real run (a held-out two-query run): a 2,000
 # rows/s `rate` filter with a 1.5 s SLA and no trigger, beside a 200,000-row `rate-micro-batch`
 # windowed aggregation, under cameo for 60 s (`sluice run --report`). Prints, per run, the
 # filter's measured p50, p99, maximum and attainment beside the interval the rule chose and its

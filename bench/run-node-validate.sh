@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Validates `sluice simulate` against runs on the pool users install (issue 48's node target):
+# Validates `sluice simulate` against runs on the pool users install (the node target):
 # each scenario runs once under cameo with `sluice bench cameo --target node` (a fresh
 # StreamingPool on the one-node Kubernetes: the helm-installed operator, the gate asking the
 # sidecar over HTTP, executor pods, no CAP_SYS_NICE), and the same scenario is simulated from that

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks `sluice size` against reality (issue 48): one scenario runs under cameo on Spark's
+# Checks `sluice size` against reality: one scenario runs under cameo on Spark's
 # local-cluster with 1, 2 and 3 one-core executor JVMs (`sluice bench cameo --executors N`, every
 # row sent judged at the sink), and `sluice size` answers from each run's recording (its costs,
 # the cores the rest of the machine took). The size is right when it names the smallest count

@@ -1,4 +1,4 @@
-"""`sluice size` against reality (`bench/run-size-check.sh`, issue 48): one scenario run under
+"""`sluice size` against reality (`bench/run-size-check.sh`): one scenario run under
 cameo on Spark's local-cluster with 1, 2, ... one-core executors (`sluice bench cameo
 --executors N`, every row sent judged), and `sluice size` asked from each run's recording. The
 size is right when it names the smallest count whose real run kept every SLA (or, when none of

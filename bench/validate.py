@@ -24,7 +24,7 @@ from sluice.scheduler.costs import WorkSample, fit_work
 
 def judged_report(report: dict[str, Any], results: dict[str, Any], policy: str) -> dict[str, Any]:
     """`report` with each query's p99_ms and attainment replaced by the harness's for `policy`
-    (the runtime's kept as runtime_p99_ms and runtime_attainment), the run's sitting, and the
+    (the runtime's kept as runtime_p99_ms and runtime_attainment), the run's machine speed (`sitting`), and the
     cores the rest of the machine took while the load ran (`machine`, when the results have it)."""
     harness = results.get("policies", {}).get(policy)
     if not isinstance(harness, dict):
@@ -90,7 +90,7 @@ def steady_report(report: dict[str, Any], scenario: Path, since: float) -> dict[
 
 
 P99_GOAL, POINTS_GOAL = 0.25, 5.0
-"""What-if's goal (issue 48): p99 within 25% of the measured, attainment within 5 points."""
+"""What-if's goal: p99 within 25% of the measured, attainment within 5 points."""
 
 
 def table(root: Path) -> str:

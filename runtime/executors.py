@@ -25,7 +25,7 @@ stateful query has committed a batch since (each batch pays a bounded share, int
 processing). The grace deadline still bounds the whole shrink: once it has passed, the rest go
 together, by force. Where state partitions move first (`plan_moving`), the grace counts from the
 last partition moved: the leaving executors go once their state has left, however long the paced
-moves take (on 2026-11-29 a 120 s grace from the change forced a 1 GiB shrink with 17-23 units
+moves take (measured: a 120 s grace from the change forced a 1 GiB shrink with 17-23 units
 still to move), and a mover that stalls still ends the shrink a grace after its last move. On a
 grow, state moves onto a new executor only once it is warm (it has run a task, or `WARM_AFTER`
 has passed), so the batches that pay for its JVM's start are not also

@@ -7,7 +7,7 @@ Spark holds a task for its preferred executor at most the locality wait (`spark.
 by default, 0 s in a pool: `operator/builders.py`), then runs it on any free core. During a shrink
 the leaving executors run out of work first (their units are moving off), so their free cores took
 the moved units' tasks back: a 1 GiB RocksDB shrink made 97 moves for 32 units and left 6 on the
-leaving executors after 300 s (2026-11-29). While moves are pending the wait is raised (never
+leaving executors after 300 s (measured). While moves are pending the wait is raised (never
 lowered) to a bound from the SLAs' slack (`placement.locality_wait`), and restored once none is.
 
 What is used (pyspark 4.2.0): `SparkContext.conf` (Scala `private[spark]`, public in bytecode), the

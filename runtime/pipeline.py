@@ -180,7 +180,7 @@ def warm_up(spark: Any, query: StreamingQuery, pool: str | None = None, rows: in
     frame, written to noop), so its first micro-batch finds the aggregation's generated code
     compiled and its hot paths warm. On this machine a windowed aggregation with a percentile
     over 10,000 rows took 4.3 s cold and 0.6 s after one run; on a loaded JVM its first
-    micro-batches took 13-25 s (multi-tenant, 2026-11-26). Data-dependent columns get simple
+    micro-batches took 13-25 s (the multi-tenant scenario). Data-dependent columns get simple
     values (ids, ids as strings, the last `rows` milliseconds as times); other types stay null.
     `pool`: the FAIR pool its job runs in (the calling thread's is restored after)."""
     frame, _ = steps(synthetic(spark, query, rows), query)

@@ -25,7 +25,7 @@ query's first step is measured, a step moves one unit, and a step never moves mo
 the units of the one before it (`max_units`; in `sluice bench rescale`'s first run a fixed 32
 MiB/s let one step move all of a victim's units). The cap counts units, not bytes: units of alike
 size that grow as their checkpoints do, moved smallest first, never fit twice the last step's
-bytes, so a byte cap held every step of a 1 GiB shrink to one unit (2026-11-29: 32 units at one
+bytes, so a byte cap held every step of a 1 GiB shrink to one unit (measured: 32 units at one
 step each, about 10 s apart, 34 steps where 27 s of reload were allowed each).
 
 A move only makes a unit's next task prefer its target; Spark runs it elsewhere once its locality

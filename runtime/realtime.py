@@ -7,7 +7,7 @@ inside the write. It is measured just downstream instead: every output record ca
 input's production time in a header (`sluice-produced-ms`), and a consumer of the sink topic
 (read_committed, as a reader of the results would be) takes each record's arrival minus that
 header: where a reader sees the row, not when Spark's producer sent it (the record's timestamp,
-the end used before 2026-11-29, which left out the broker's acknowledgement and the fetch).
+which leaves out the broker's acknowledgement and the fetch).
 Nothing runs per row in Python on the query's own path; the consumer is beside it.
 """
 

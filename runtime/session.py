@@ -62,7 +62,7 @@ def local_files(extra: dict[str, str]) -> dict[str, str]:
     """RAW_LOCAL_FILES for a session with `extra` config, but Hadoop's own `fs.file.impl` when the
     RocksDB state store is chosen: it takes the local filesystem through Hadoop's
     `FileSystem.getLocal`, which casts it to `LocalFileSystem`, and on the raw one every batch
-    failed its state commit (a ClassCastException; `sluice bench rescale`, 2026-11-29). Set, not
+    failed its state commit (a ClassCastException, seen in `sluice bench rescale`). Set, not
     left out: a session started earlier in the same process leaves its settings to the next one
     as defaults. The checkpoint writer and FileContext's raw local filesystem stay."""
     if extra.get(PROVIDER) == ROCKSDB:

@@ -1,4 +1,4 @@
-"""`sluice bench calibrate` end to end: the sitting's timings, measured, against the kept reference."""
+"""`sluice bench calibrate` end to end: the machine speed's timings, measured, against the kept reference."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ def test_short_benchmark_writes_results_and_plots(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
     assert set(results["policies"]) == {"fifo", "cameo"}
-    assert results["sitting"] == {"skipped": "--no-calibrate"}  # the sitting names itself, measured or not
+    assert results["sitting"] == {"skipped": "--no-calibrate"}  # the machine speed is named, measured or not
     assert results["urgent_lane"] == "all" and results["drain_s"] > 0
     for policy in ("fifo", "cameo"):  # `all`: fifo on the lane's setup too, like for like
         spark = json.loads((out / "runs" / f"{policy}-0" / "report.json").read_text())["spark"]

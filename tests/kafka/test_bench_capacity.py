@@ -23,7 +23,7 @@ def test_two_probes_write_the_contract_files(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "sluice", "bench", "capacity", "--scenario", str(path), "--policies", "cameo",
-         "--max-probes", "2", "--max-minutes", "10", "--out", str(out), "--no-calibrate"],
+         "--max-probes", "2", "--max-time", "10m", "--out", str(out), "--no-calibrate"],
         capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

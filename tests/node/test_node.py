@@ -325,11 +325,18 @@ def test_kubectl_sluice_shows_a_query_and_its_pool_and_bundles_a_report(
     assert "p99 " in shown and "within SLA " in shown and "bottleneck: " in shown and "Ready: True" in shown
     pool = sluice("status", f"sp/{POOL}")
     assert pool.startswith(f"StreamingPool {POOL}: Running") and "executors " in pool and "Ready: True" in pool
+    as_json = json.loads(sluice("status", "ledger", "-n", "payments", "--json"))
+    assert (as_json["kind"], as_json["namespace"], as_json["status"]["phase"]) == ("StreamingQuery", "payments", "Running")
+    assert "events" in json.loads(sluice("status", f"sp/{POOL}", "--json"))
+    assert sluice("--version").startswith("kubectl sluice, version ")
     missing = subprocess.run(["kubectl", "sluice", "status", "no-such-thing", "-n", "payments"], env=env,
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 1 and "no StreamingQuery or StreamingPool named 'no-such-thing'" in missing.stderr
     bundle = tmp_path / "report.tar.gz"
-    sluice("report", POOL, "-o", str(bundle))
+    sluice("report", POOL, "--out", str(bundle))
+    old = subprocess.run(["kubectl", "sluice", "report", POOL, "-o", str(tmp_path / "old.tar.gz")], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert old.returncode == 0 and "deprecated" in old.stderr and (tmp_path / "old.tar.gz").exists()
     with tarfile.open(bundle) as tar:
         names = tar.getnames()
         queries = json.load(tar.extractfile(f"sluice-report-{POOL}/queries.json"))  # type: ignore[arg-type]

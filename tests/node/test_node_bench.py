@@ -72,7 +72,7 @@ def test_the_cameo_benchmark_runs_a_scenario_on_a_pool_and_judges_every_row(
     compared = document["status_vs_harness"]["cameo"][0]
     # the critical filter commits every few hundred ms: the harness judged its last minute
     assert compared["payments/fraud-alerts"]["harness"]["p99_ms"] is not None, compared
-    # the aggregation's first window may close only after this short load ends on a slow sitting
+    # the aggregation's first window may close only after this short load ends on a slow machine
     # (its batches' rows waited 20-35 s here; the speed is bench cameo's to judge): then the
     # status has no figure either; where the status has one, the harness read that minute too
     assert all(v["harness"]["p99_ms"] is not None for v in compared.values() if v["status"]["p99_ms"] is not None), compared

@@ -595,7 +595,7 @@ def test_a_query_with_a_measured_twin_starts_where_the_twin_runs(host_factory: A
 
 
 def test_a_rate_source_s_whole_seconds_are_its_lag_and_its_interval_leaves_room_for_them(host_factory: Any) -> None:
-    """Spark's rate source offers a row once its second has passed. The issue's held-out filter
+    """Spark's rate source offers a row once its second has passed. The held-out filter
     (1.5 s SLA, no trigger) ran at 1 s and measured p99 1.46-1.62 s where the rule, blind to
     that wait, predicted 1.09 s; the rule now knows it before any batch and measures it after."""
     host = host_factory(LocalScheduler(Scheduler("cameo", capacity=2)), retry_every=0.5)

@@ -1,4 +1,4 @@
-"""The sitting (`sluice bench calibrate`): compared with the reference, said when off, kept in results.json."""
+"""The machine speed (`sluice bench calibrate`): compared with the reference, said when off, kept in results.json."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def test_one_line_names_what_is_more_than_twenty_percent_off_either_way() -> Non
 def test_the_kept_reference_has_every_timing() -> None:
     kept = calibrate.reference()
     assert kept is not None and all(kept[k] > 0 for k in calibrate.TIMINGS)
-    assert calibrate.reference(Path("/nonexistent/sitting.json")) is None
+    assert calibrate.reference(Path("/nonexistent/calibrate-reference.json")) is None
 
 
 def test_the_table_shows_each_timing_its_ratio_and_spread() -> None:
@@ -61,7 +61,7 @@ def _command() -> click.Command:
     return bench
 
 
-def test_a_benchmark_s_results_name_their_sitting_measured_or_not(tmp_path: Path) -> None:
+def test_a_benchmark_s_results_name_their_machine_speed_measured_or_not(tmp_path: Path) -> None:
     result = CliRunner().invoke(_command(), ["--out", str(tmp_path), "--no-calibrate"])
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "results.json").read_text()) == {"figure": 1, "sitting": {"skipped": "--no-calibrate"}}

@@ -32,7 +32,7 @@ def test_the_interval_is_the_largest_whose_worst_case_fits_the_budget() -> None:
 
 
 def test_the_source_s_lag_comes_out_of_the_budget_and_into_the_worst_case() -> None:
-    # the held-out filter: 1.5 s SLA, 2,000 rows/s on a `rate` source, batches of 79 ms
+    # the held-out filter: 1.5 s SLA, 2,000 rows/s on a `rate` source, batches of 79 ms
     # and an 8 ms commit, rows readable 0.45 s after their production (the 1 s interval's phase)
     rate_filter = Costs(0.079, 0.0, 2000, commit=0.008)
     assert worst_case(1.0, rate_filter) == pytest.approx(1.087)  # what the rule saw: within 1.2 s

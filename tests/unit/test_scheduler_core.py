@@ -55,7 +55,7 @@ def _two_tenants(policy: str) -> Scheduler:
 
 
 def test_cameo_serves_the_tight_filter_before_a_window_that_cannot_close_yet() -> None:
-    """The issue's example: a 50 ms filter beats a 1 s window aggregation whose window cannot close yet.
+    """The Cameo example: a 50 ms filter beats a 1 s window aggregation whose window cannot close yet.
 
     agg: window [T0, T0+10) closes at T0+10, ddl = T0 + 10 + 1 - 0.1 = T0 + 10.9
     filter: oldest event T0 + 0.5, ddl = T0 + 0.5 + 0.05 - 0.1 = T0 + 0.45

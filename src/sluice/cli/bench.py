@@ -19,8 +19,10 @@ from sluice.cli.common import (
     aliased,
     calibrate_now,
     calibrate_option,
+    from_results_option,
     json_option,
     print_result,
+    rerender,
     seconds_alias,
 )
 
@@ -36,13 +38,14 @@ def bench() -> None:
               help="Measured duration.")
 @click.option("--seconds", "old_seconds", type=click.FloatRange(0.5, 3600), hidden=True,
               callback=seconds_alias("--duration"), help="Old form of --duration (bare seconds).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of a table.")
+@json_option
 @click.option("--core-queries", type=click.IntRange(1, 1_000_000), default=10_000, show_default=True,
               help="Registered queries for the pure-core decision timing.")
-@click.option("--out", type=click.Path(file_okay=False), help="Also write scheduler.json and scheduler.png here.")
+@click.option("--out", type=click.Path(file_okay=False), default="bench/out/scheduler", show_default=True,
+              help="Writes results.json and summary.txt here.")
 @click.pass_context
 def bench_scheduler(ctx: click.Context, clients: int, seconds: float, old_seconds: float | None, as_json: bool,
-                    core_queries: int, out: str | None) -> None:
+                    core_queries: int, out: str) -> None:
     """Grants/s and round-trip latency of the real sidecar on loopback, and one core decision."""
     import json
 
@@ -56,35 +59,35 @@ def bench_scheduler(ctx: click.Context, clients: int, seconds: float, old_second
     except RuntimeError as error:
         click.echo(f"benchmark failed: {error}", err=True)
         sys.exit(EXIT_ERROR)
-    if as_json:
-        click.echo(json.dumps(result.json()))
-    else:
-        click.echo(scheduler_bench.table([result]))
-    if out:
-        folder = Path(out)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "scheduler.json").write_text(json.dumps(result.json(), indent=2) + "\n")
-        click.echo(f"wrote {folder / 'scheduler.json'}", err=True)
+    summary = scheduler_bench.table([result])
+    click.echo(json.dumps(result.json()) if as_json else summary)
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.json").write_text(json.dumps(result.json(), indent=2) + "\n")
+    (folder / "summary.txt").write_text(summary + "\n")
+    click.echo(f"wrote {folder}/results.json, {folder}/summary.txt", err=True)
 
 
 @bench.command("calibrate")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/calibrate", show_default=True,
-              help="Writes results.json (the sitting) here.")
+              help="Writes results.json (the machine speed) and summary.txt here.")
 @click.option("--save-reference", is_flag=True,
-              help="Also keep this sitting as the reference every benchmark compares with (bench/results/sitting.json).")
+              help="Also keep this measurement as the reference every benchmark compares with "
+                   "(bench/results/calibrate-reference.json).")
 @click.option("--repeat", type=click.IntRange(1, 10), default=1, show_default=True,
               help="Measure this many times; each timing's median, with its min and max under spread.")
 @json_option
 def bench_calibrate(out: str, save_reference: bool, repeat: int, as_json: bool) -> None:
-    """The sitting: a fixed reference of about a minute (a Python loop, Spark micro-batches, Kafka
-    round trips), compared with the kept reference; every Spark benchmark records it."""
+    """This machine's speed now: a fixed reference of about a minute (a Python loop, Spark
+    micro-batches, Kafka round trips) timed and compared with the kept reference; every Spark
+    benchmark records it."""
     import json
 
     from sluice.bench import calibrate as calibration
     from sluice.testing.kafka import KafkaUnavailable
 
     try:
-        result = calibration.sitting(log=lambda m: click.echo(m, err=True), times=repeat)
+        result = calibration.speed(log=lambda m: click.echo(m, err=True), times=repeat)
     except (RuntimeError, KafkaUnavailable) as error:
         click.echo(str(error), err=True)
         sys.exit(EXIT_ERROR)
@@ -95,8 +98,10 @@ def bench_calibrate(out: str, save_reference: bool, repeat: int, as_json: bool) 
         kept = {k: v for k, v in result.items() if k not in ("reference_at", "vs_reference")}
         calibration.REFERENCE.write_text(json.dumps(kept, indent=2) + "\n")
         click.echo(f"kept as the reference: {calibration.REFERENCE}", err=True)
-    print_result(as_json, result, calibration.render(result))
-    click.echo(f"wrote {folder / 'results.json'}", err=True)
+    summary = calibration.render(result)
+    (folder / "summary.txt").write_text(summary + "\n")
+    print_result(as_json, result, summary)
+    click.echo(f"wrote {folder}/results.json, {folder}/summary.txt", err=True)
 
 
 @bench.command("overhead")
@@ -120,12 +125,17 @@ def bench_calibrate(out: str, save_reference: bool, repeat: int, as_json: bool) 
 @json_option
 @click.pass_context
 @calibrate_option
+@from_results_option
 def bench_overhead(ctx: click.Context, rounds: int, seconds: float, old_seconds: float | None, warmup: float, rate: float,
-                   trigger: float, sink: str, modes: str, out: str, as_json: bool) -> None:
+                   trigger: float, sink: str, modes: str, out: str, as_json: bool, from_results: str | None) -> None:
     """Sluice's per-batch cost against plain Spark: one Kafka filter query run each way, side by side,
     on the same Spark setup (cameo+urgent, the lane's own setup, reported beside)."""
     from sluice.bench import overhead
     from sluice.testing.kafka import KafkaUnavailable
+
+    if from_results is not None:
+        rerender(overhead.rerender, from_results, out, as_json)
+        return
 
     seconds = aliased(ctx, "--duration", seconds)
     only = tuple(m.strip() for m in modes.split(",") if m.strip())
@@ -152,8 +162,8 @@ def bench_overhead(ctx: click.Context, rounds: int, seconds: float, old_seconds:
                    "mode (Real-time Mode where its SLA needs it), and `auto-lane` for the same with the Real-time "
                    "queries in an application of their own.")
 @click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True, help="Repeats (policies interleaved).")
-@click.option("--out", type=click.Path(file_okay=False), default="bench/out", show_default=True,
-              help="Writes results.json, latency.png, cdf.png and each run's files here.")
+@click.option("--out", type=click.Path(file_okay=False), default="bench/out/cameo", show_default=True,
+              help="Writes results.json, summary.txt, latency.png, cdf.png and each run's files here.")
 @click.option("--delivery", type=click.Choice(["atLeastOnce", "exactlyOnce"]),
               help="Every Kafka sink's `spec.sink.delivery` (default: the scenario's own): the exactly-once cost on "
                    "a scenario, one run per delivery. Under `auto` an exactlyOnce query stays in micro-batches.")

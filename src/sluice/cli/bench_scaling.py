@@ -10,14 +10,18 @@ import click
 from sluice.api.constants import CRITICAL_LANE, RUNTIME_CAPACITY
 from sluice.cli.common import (
     EXIT_ERROR,
+    EXIT_USAGE,
     TARGET_OPTION,
     URGENT_LANE_OPTION,
     DurationParam,
     calibrate_now,
     calibrate_option,
+    fail,
+    from_results_option,
     json_option,
     parse_counts,
     print_result,
+    rerender,
 )
 
 
@@ -40,11 +44,16 @@ from sluice.cli.common import (
               help="Its slots beyond the capacity, per latency-critical query, that only their batches take (0: none).")
 @json_option
 @calibrate_option
+@from_results_option
 def bench_density(counts: str, per_app: str, warmup: float, window: float, out: str, conf: tuple[str, ...],
-                  capacity: int, critical_lane: int, as_json: bool) -> None:
+                  capacity: int, critical_lane: int, as_json: bool, from_results: str | None) -> None:
     """How many tenants' queries one pool holds with every SLA kept, and memory per query against one app each."""
     from sluice.bench import density as density_bench
     from sluice.testing.kafka import KafkaUnavailable
+
+    if from_results is not None:
+        rerender(density_bench.rerender, from_results, out, as_json)
+        return
 
     bad = [c for c in conf if "=" not in c or not c.split("=", 1)[0].startswith("spark.")]
     if bad:
@@ -65,26 +74,39 @@ def bench_density(counts: str, per_app: str, warmup: float, window: float, out: 
 
 
 @click.command("capacity")
-@click.option("--scenario", type=click.Path(dir_okay=False), required=True, help="Scenario YAML (see bench/scenarios/).")
+@click.option("--scenario", type=click.Path(dir_okay=False), help="Scenario YAML (see bench/scenarios/); required but with --from-results.")
 @click.option("--policies", default="fifo,fair,cameo", show_default=True, help="Policies whose capacity is searched.")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/capacity", show_default=True,
               help="Writes results.json, summary.txt, capacity.png and each probe's files here.")
-@click.option("--max-minutes", type=click.FloatRange(1, 24 * 60), default=25, show_default=True,
+@click.option("--max-time", "max_time", type=DurationParam(60, 24 * 3600), default="25m", show_default=True,
               help="Stop here and report the bracket reached (no probe starts that would not end in time).")
+@click.option("--max-minutes", "old_minutes", type=click.FloatRange(1, 24 * 60), hidden=True,
+              help="Old form of --max-time (minutes as a number).")
 @click.option("--max-probes", type=click.IntRange(1, 50), default=12, show_default=True,
               help="Probes per policy at most; at least min(4, this) are made.")
 @TARGET_OPTION
 @json_option
 @calibrate_option
 @URGENT_LANE_OPTION
-def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, max_probes: int, target: str,
-                   as_json: bool, urgent_lane: str) -> None:
+@from_results_option
+def bench_capacity(scenario: str | None, policies: str, out: str, max_time: float, old_minutes: float | None,
+                   max_probes: int, target: str,
+                   as_json: bool, urgent_lane: str, from_results: str | None) -> None:
     """The highest load (one multiplier on every rate) each policy carries with every SLA kept."""
     from sluice.api.scenario import ScenarioError, load_scenario
     from sluice.bench import cameo as cameo_bench
     from sluice.bench import capacity as capacity_bench
     from sluice.bench.capacity_search import Search
     from sluice.testing.kafka import KafkaUnavailable
+
+    if from_results is not None:
+        rerender(capacity_bench.rerender, from_results, out, as_json)
+        return
+    if scenario is None:
+        fail("--scenario: give the scenario YAML to run (see bench/scenarios/).", EXIT_USAGE)
+    if old_minutes is not None:
+        click.echo(f"--max-minutes {old_minutes:g} is now --max-time {old_minutes:g}m.", err=True)
+    max_minutes = old_minutes if old_minutes is not None else max_time / 60
 
     chosen = [p.strip() for p in policies.split(",") if p.strip()]
     unknown = [p for p in chosen if p not in cameo_bench.VARIANTS]
@@ -130,7 +152,7 @@ def bench_capacity(scenario: str, policies: str, out: str, max_minutes: float, m
               help="How long a shrink drains its leaving executors gracefully before the rest are killed by force: "
                    "from the change, or under partition-paced from the last state partition moved.")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/rescale", show_default=True,
-              help="Writes results.json, table.md, rescale.png and each run's files here.")
+              help="Writes results.json, summary.txt, rescale.png and each run's files here.")
 @click.option("--from-results", "from_results", type=click.Path(dir_okay=False), default=None,
               help="Run nothing: render the table and plot again from an earlier run's results.json.")
 @json_option
@@ -181,7 +203,7 @@ def bench_rescale(strategies: str, stores: str, directions: str, keys: int | Non
         click.echo(str(error), err=True)
         sys.exit(EXIT_ERROR)
     print_result(as_json, document, rescale_bench.table_text(document["stores"]))
-    click.echo(f"wrote {out}/results.json, {out}/table.md, {out}/rescale.png ({document['wall_seconds']} s)", err=True)
+    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/rescale.png ({document['wall_seconds']} s)", err=True)
 
 
 @click.command("ds2")
@@ -194,13 +216,18 @@ def bench_rescale(strategies: str, stores: str, directions: str, keys: int | Non
 @click.option("--utilization", type=click.FloatRange(0.001, 1), default=0.35, show_default=True,
               help="The utilization target both policies size for (low, so this machine's loads span 1 to 3 executors).")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/ds2", show_default=True,
-              help="Writes results.json, table.md, ds2.png and each run's files here.")
+              help="Writes results.json, summary.txt, ds2.png and each run's files here.")
 @json_option
 @calibrate_option
-def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: str, as_json: bool) -> None:
+@from_results_option
+def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: str, as_json: bool, from_results: str | None) -> None:
     """DS2's convergence on real executors (local-cluster), under- and over-provisioned, against a threshold policy."""
     from sluice.bench import ds2 as ds2_bench
     from sluice.testing.kafka import KafkaUnavailable
+
+    if from_results is not None:
+        rerender(ds2_bench.rerender, from_results, out, as_json)
+        return
 
     chosen = [p.strip() for p in policies.split(",") if p.strip()]
     if not chosen or any(p not in ds2_bench.POLICIES for p in chosen):
@@ -223,7 +250,7 @@ def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: 
         click.echo(str(error), err=True)
         sys.exit(EXIT_ERROR)
     print_result(as_json, result, ds2_bench.table_text(result))
-    click.echo(f"wrote {out}/results.json, {out}/table.md, {out}/ds2.png ({result['wall_seconds']} s)", err=True)
+    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/ds2.png ({result['wall_seconds']} s)", err=True)
 
 @click.command("simulate")
 @click.option("--counts", default="100,1000,10000", show_default=True, help="Queries simulated at each step (ascending).")
@@ -235,9 +262,14 @@ def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: 
 @click.option("--sizing", type=click.IntRange(0, 100_000), default=200, show_default=True,
               help="Also time the operator's SLA-aware sizing (every pool sync) of a pool of this many queries; 0: not.")
 @json_option
-def bench_simulate(counts: str, per_tenant: int, duration: float, out: str, sizing: int, as_json: bool) -> None:
+@from_results_option
+def bench_simulate(counts: str, per_tenant: int, duration: float, out: str, sizing: int, as_json: bool, from_results: str | None) -> None:
     """How fast `sluice simulate` runs a large pool (10,000 queries of 1,000 tenants), and each scheduling decision."""
     from sluice.bench import simulate as simulate_bench
+
+    if from_results is not None:
+        rerender(simulate_bench.rerender, from_results, out, as_json)
+        return
 
     options = simulate_bench.Options(counts=parse_counts(counts, "--counts"), per_tenant=per_tenant,
                                      duration=duration, sizing=sizing)

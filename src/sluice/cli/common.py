@@ -4,12 +4,13 @@ sentence per problem, `--json`, and the machine speed a benchmark records."""
 from __future__ import annotations
 
 import functools
+import json
 import re
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 
@@ -18,6 +19,8 @@ from sluice.api.manifest import ManifestError, parse_text
 from sluice.api.pool import StreamingPool
 from sluice.api.query import StreamingQuery
 
+EXIT_OK = 0
+"""Done."""
 EXIT_ERROR = 1
 """Bad input (one sentence names the field and the fix) or a failed run."""
 EXIT_USAGE = 2
@@ -124,37 +127,38 @@ def aliased(ctx: click.Context, new: str, value: float) -> float:
 
 def json_option(f: Callable[..., None]) -> Callable[..., None]:
     return click.option("--json", "as_json", is_flag=True,
-                        help="Print the result document (as written to results.json) instead of the table.")(f)
+                        help="Print the result as JSON (a benchmark: the document it writes to results.json) "
+                             "instead of the table.")(f)
 
 
 def calibrate_now() -> None:
-    """Measure the sitting for the benchmark about to run (its input already checked), unless
+    """Measure the machine speed for the benchmark about to run (its input already checked), unless
     `--no-calibrate`; a calibration that fails is said and recorded, and the benchmark runs on."""
     ctx = click.get_current_context()
     if not ctx.meta.get("calibrate", False):
-        ctx.meta["sitting"] = {"skipped": "--no-calibrate"}
+        ctx.meta["speed"] = {"skipped": "--no-calibrate"}
         return
     from sluice.bench import calibrate as calibration
     from sluice.testing.kafka import KafkaUnavailable
 
     try:
-        ctx.meta["sitting"] = calibration.sitting(log=lambda m: click.echo(m, err=True))
+        ctx.meta["speed"] = calibration.speed(log=lambda m: click.echo(m, err=True))
     except (RuntimeError, KafkaUnavailable) as error:
-        ctx.meta["sitting"] = {"error": str(error)}
-        click.echo(f"the sitting was not measured ({error}); the benchmark runs on.", err=True)
+        ctx.meta["speed"] = {"error": str(error)}
+        click.echo(f"the machine speed was not measured ({error}); the benchmark runs on.", err=True)
 
 
 def print_result(as_json: bool, result: dict[str, object], table: str) -> None:
     import json
 
-    sitting = click.get_current_context().meta.get("sitting")
-    if sitting is not None:
-        result = {**result, "sitting": sitting}
+    speed = click.get_current_context().meta.get("speed")
+    if speed is not None:
+        result = {**result, "sitting": speed}
     click.echo(json.dumps(result, default=str) if as_json else table)
 
 
 def calibrate_option(f: Callable[..., None]) -> Callable[..., None]:
-    """`--calibrate/--no-calibrate` on a benchmark: the sitting measured once its input is checked
+    """`--calibrate/--no-calibrate` on a benchmark: the machine speed measured once its input is checked
     (`calibrate_now`, `sluice bench calibrate`), one line when it is off the reference, and
     `"sitting"` in the results.json the benchmark writes into its `--out` (and in its `--json`)."""
 
@@ -167,13 +171,13 @@ def calibrate_option(f: Callable[..., None]) -> Callable[..., None]:
         ctx.meta["calibrate"] = calibrate
         f(*args, **kwargs)
         results = Path(str(kwargs["out"])) / "results.json"
-        if "sitting" in ctx.meta and results.exists() and results.stat().st_mtime >= started:
+        if "speed" in ctx.meta and results.exists() and results.stat().st_mtime >= started:
             document = json.loads(results.read_text())
-            document["sitting"] = ctx.meta["sitting"]
+            document["sitting"] = ctx.meta["speed"]
             results.write_text(json.dumps(document, indent=2, default=str) + "\n")
 
     return click.option("--calibrate/--no-calibrate", default=True, show_default=True,
-                        help="Measure the sitting first (`sluice bench calibrate`, about a minute) and record it "
+                        help="Measure the machine speed first (`sluice bench calibrate`, about a minute) and record it "
                              "in results.json.")(wrapper)
 
 def parse_counts(value: str, option: str) -> tuple[int, ...]:
@@ -198,3 +202,21 @@ TARGET_OPTION = click.option(
     help="local: `sluice run` on this machine. node: a fresh StreamingPool per run on the one-node Kubernetes (the "
          "running dev cluster, else one brought up for the benchmark; needs root): the helm-installed operator, the "
          "driver pod and its scheduler sidecar, executor pods; the policy is the pool's spec.policy.")
+
+
+def from_results_option(f: Callable[..., None]) -> Callable[..., None]:
+    return click.option("--from-results", "from_results", type=click.Path(dir_okay=False), default=None,
+                        help="Run nothing: the table and the plot again, into --out, from an earlier run's "
+                             "results.json.")(f)
+
+
+def rerender(render: Callable[[Path, Path], tuple[dict[str, Any], str]], results: str, out: str,
+             as_json: bool) -> None:
+    """`--from-results`: a benchmark's table (and summary.txt) and plot drawn again from its results.json."""
+    try:
+        document, table = render(Path(results), Path(out))
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        fail(f"--from-results: {results} is no results.json of this benchmark ({error}).")
+    (Path(out) / "summary.txt").write_text(table + "\n")
+    click.echo(json.dumps(document, default=str) if as_json else table)
+    click.echo(f"wrote {out}/summary.txt and the plot from {results}", err=True)

@@ -13,7 +13,15 @@ import click
 from sluice.api.constants import POLICIES
 from sluice.api.query import RateSource, StreamingQuery
 from sluice.api.wire import QueryStatus
-from sluice.cli.common import EXIT_ERROR, DurationParam, aliased, fail, load_queries, seconds_alias
+from sluice.cli.common import (
+    EXIT_ERROR,
+    DurationParam,
+    aliased,
+    fail,
+    json_option,
+    load_queries,
+    seconds_alias,
+)
 
 HOL_TIMES = 3.0
 """The heavy tenant's batch is sized to take this many times the tight query's SLA: a batch queued
@@ -122,9 +130,10 @@ def size_load(tight: StreamingQuery, heavy: StreamingQuery, heavy_file: Path, wo
               help="Left out of the figures at each run's start (Spark's first batches compile and load).")
 @click.option("--sizing/--no-sizing", default=True, show_default=True,
               help="Size the heavy tenant's load on this machine first (about 40 s); --no-sizing: the manifests' rate.")
+@json_option
 @click.pass_context
 def demo(ctx: click.Context, seconds: float, old_seconds: float | None, folder: str | None, policies: str,
-         report: str | None, warmup: float, sizing: bool) -> None:
+         report: str | None, warmup: float, sizing: bool, as_json: bool) -> None:
     """Two tenants on one Spark: a tight-SLA filter beside a heavy windowed aggregation, fifo then cameo.
 
     The aggregation's load is first sized on this machine so that its batch takes a few times the
@@ -171,12 +180,16 @@ def demo(ctx: click.Context, seconds: float, old_seconds: float | None, folder: 
             results[policy] = found
     if not results:
         sys.exit(EXIT_ERROR)
-    if sized is not None:
-        click.echo(sized.line())
-    click.echo(demo_table(results, queries))
-    click.echo(demo_verdict(results, tight))
+    document = {"sizing": None if sized is None else asdict(sized), "runs": results,
+                "verdict": demo_verdict(results, tight)}
+    if as_json:
+        click.echo(json.dumps(document))
+    else:
+        if sized is not None:
+            click.echo(sized.line())
+        click.echo(demo_table(results, queries))
+        click.echo(document["verdict"])
     if report:
-        document = {"sizing": None if sized is None else asdict(sized), "runs": results}
         Path(report).write_text(json.dumps(document, indent=2) + "\n")
 
 

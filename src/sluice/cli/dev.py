@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sluice.cli.common import EXIT_ERROR
+from sluice.cli.common import EXIT_ERROR, EXIT_OK
 
 
 @click.group()
@@ -69,4 +69,4 @@ def dev_cluster_status() -> None:
     ready = proc.stdout.strip() == "True"
     click.echo(f"node {NODE_NAME}: {'Ready' if ready else 'not Ready (' + (proc.stderr.strip() or 'unknown') + ')'}")
     click.echo(f"export KUBECONFIG={record['kubeconfig']}")
-    sys.exit(0 if ready else 1)
+    sys.exit(EXIT_OK if ready else EXIT_ERROR)

@@ -6,8 +6,9 @@ resolves them) and writes nothing to the cluster.
 
 - `kubectl sluice status NAME [-n NAMESPACE]`: a StreamingQuery (or, with `sp/NAME` or when no
   query has that name, a StreamingPool): its SLA, p50/p99, attainment, bottleneck, conditions,
-  and for a pool its executors and recent scaling decisions with their reasons.
-- `kubectl sluice report POOL [-o FILE]`: a tarball with the pool, its queries, the objects it
+  and for a pool its executors and recent scaling decisions with their reasons; `--json` prints
+  the resource's status (and a pool's events) as JSON for scripts.
+- `kubectl sluice report POOL [--out FILE]`: a tarball with the pool, its queries, the objects it
   owns, their events, the status the runtime reported and the tails of the pool pods' logs.
 """
 
@@ -127,6 +128,7 @@ def _events(name: str, namespace: str | None) -> list[dict[str, Any]]:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sluice-streaming", prog_name="kubectl sluice")
 def plugin() -> None:
     """kubectl sluice: Sluice's StreamingQueries and StreamingPools at a glance."""
 
@@ -134,7 +136,9 @@ def plugin() -> None:
 @plugin.command()
 @click.argument("name")
 @click.option("-n", "--namespace", help="The query's namespace (default: kubectl's current one).")
-def status(name: str, namespace: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the resource's kind, name, spec and status (and a pool's events) as JSON instead of the text.")
+def status(name: str, namespace: str | None, as_json: bool) -> None:
     """SLA, latency, attainment, bottleneck and conditions of a query (NAME or sq/NAME), or of a pool
     (sp/NAME, or NAME when no query has it) with its executors and recent scaling decisions."""
     kind, _, bare = name.rpartition("/")
@@ -143,7 +147,7 @@ def status(name: str, namespace: str | None) -> None:
     if kind in ("", "sq", "streamingquery"):
         body = _get("streamingquery", bare, namespace)
         if body is not None:
-            click.echo(query_text(body))
+            click.echo(json.dumps(_document(body)) if as_json else query_text(body))
             return
         if kind:
             raise KubectlError(f"no StreamingQuery {bare!r}{f' in namespace {namespace}' if namespace else ''}.")
@@ -151,16 +155,35 @@ def status(name: str, namespace: str | None) -> None:
     if pool is None:
         raise KubectlError(f"no StreamingQuery or StreamingPool named {bare!r}; `kubectl get sq -A` and "
                            "`kubectl get sp` list them.")
-    click.echo(pool_text(pool, _events(bare, None)))
+    events = _events(bare, None)
+    click.echo(json.dumps(_document(pool, events)) if as_json else pool_text(pool, events))
+
+
+def _document(body: dict[str, Any], events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What `status --json` prints: the resource's identity, spec and status, and a pool's events."""
+    meta = body.get("metadata") or {}
+    document = {"kind": body.get("kind"), "name": meta.get("name"), "namespace": meta.get("namespace"),
+                "spec": body.get("spec") or {}, "status": body.get("status") or {}}
+    if events is not None:
+        document["events"] = [{"type": e.get("type"), "reason": e.get("reason"), "message": e.get("message"),
+                               "time": e.get("lastTimestamp") or e.get("eventTime")} for e in events]
+    return document
 
 
 @plugin.command()
 @click.argument("pool")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="The tarball (default: sluice-report-POOL-TIME.tar.gz).")
+@click.option("--out", "output", type=click.Path(dir_okay=False),
+              help="The tarball (default: sluice-report-POOL-TIME.tar.gz).")
+@click.option("-o", "--output", "old_output", type=click.Path(dir_okay=False), hidden=True,
+              help="Old form of --out (kubectl's -o is the output format); kept for one release.")
 @click.option("--system-namespace", default="sluice-system", show_default=True,
               help="Where the operator runs and creates the pool's objects.")
-def report(pool: str, output: str | None, system_namespace: str) -> None:
+def report(pool: str, output: str | None, old_output: str | None, system_namespace: str) -> None:
     """A support bundle of POOL: the pool, its queries, the objects it owns, events, and log tails."""
+    if old_output is not None:
+        click.echo("kubectl sluice report: -o/--output FILE is deprecated and goes in the next release; write "
+                   "--out FILE (kubectl's -o is the output format).", err=True)
+        output = output or old_output
     body = _get("streamingpool", pool, None)
     if body is None:
         raise KubectlError(f"no StreamingPool named {pool!r}; `kubectl get sp` lists them.")

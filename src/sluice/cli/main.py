@@ -3,6 +3,7 @@ holds the group and the commands that check and print what the project generates
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import click
 
 from sluice.api.manifest import ManifestError, parse_text
 from sluice.cli import bench, demo, dev, run, whatif_commands
-from sluice.cli.common import EXIT_ERROR
+from sluice.cli.common import EXIT_ERROR, json_option
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]},
@@ -27,13 +28,15 @@ def main() -> None:
     help="Manifest file (multi-document YAML allowed; '-' reads stdin). Repeat for more.",
 )
 @click.argument("more", nargs=-1)
-def validate(files: tuple[str, ...], more: tuple[str, ...]) -> None:
+@json_option
+def validate(files: tuple[str, ...], more: tuple[str, ...], as_json: bool) -> None:
     """Check StreamingQuery and StreamingPool manifests without a cluster.
 
     Prints one line per valid manifest; exits 1 with one sentence per error otherwise.
     `sluice validate -f examples/*.yaml` works: the shell's extra files are taken too.
     """
     errors: list[ManifestError] = []
+    valid: list[dict[str, str | None]] = []
     for name in (*files, *more):
         try:
             text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
@@ -49,16 +52,24 @@ def validate(files: tuple[str, ...], more: tuple[str, ...]) -> None:
             if isinstance(rates, ManifestError):
                 errors.append(rates)
             else:
-                click.echo(f"{source}: a what-if rates file (sluice simulate --rates) is valid; not a manifest")
+                valid.append({"source": source, "kind": "RatesFile", "namespace": None, "name": None})
             continue
         parsed, problems = parse_text(text, source)
-        for item in parsed:
-            meta = item.resource.metadata
-            where = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
-            click.echo(f"{item.source}: {item.resource.kind} {where} is valid")
+        valid += [{"source": item.source, "kind": item.resource.kind, "namespace": item.resource.metadata.namespace,
+                   "name": item.resource.metadata.name} for item in parsed]
         errors.extend(problems)
-    for problem in errors:
-        click.echo(str(problem), err=True)
+    if as_json:
+        click.echo(json.dumps({"valid": valid, "errors": [{"source": e.source, "field": e.path, "message": e.message}
+                                                           for e in errors]}))
+    else:
+        for found in valid:
+            if found["kind"] == "RatesFile":
+                click.echo(f"{found['source']}: a what-if rates file (sluice simulate --rates) is valid; not a manifest")
+                continue
+            where = f"{found['namespace']}/{found['name']}" if found["namespace"] else found["name"]
+            click.echo(f"{found['source']}: {found['kind']} {where} is valid")
+        for problem in errors:
+            click.echo(str(problem), err=True)
     if errors:
         sys.exit(EXIT_ERROR)
 
@@ -115,6 +126,15 @@ def reference() -> None:
     from sluice.api.reference import reference_markdown
 
     click.echo(reference_markdown(), nl=False)
+
+
+@main.command("cli-reference")
+def cli_reference() -> None:
+    """Print the command-line reference (docs/cli.md): every command and option of sluice and kubectl sluice."""
+    from sluice.cli.kubectl_plugin import plugin
+    from sluice.cli.reference_page import cli_markdown
+
+    click.echo(cli_markdown([("sluice", main), ("kubectl sluice", plugin)]), nl=False)
 
 
 @main.command("values-schema")

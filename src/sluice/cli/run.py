@@ -9,7 +9,7 @@ import click
 
 from sluice.api.constants import DEFAULT_POLICY, GATES, POLICIES, URGENT_LANE_CHOICES
 from sluice.api.wire import QueryStatus
-from sluice.cli.common import EXIT_ERROR, DurationParam, load_queries
+from sluice.cli.common import EXIT_ERROR, DurationParam, json_option, load_queries
 
 
 @click.command()
@@ -39,11 +39,16 @@ from sluice.cli.common import EXIT_ERROR, DurationParam, load_queries
                    "priorities, as on executor pods, not its extra slots and bulk turns (default: local[*], one JVM).")
 @click.option("--executor-cores", type=click.IntRange(1, 64), default=1, show_default=True,
               help="With --executors: task slots per executor.")
+@json_option
 def run(files: tuple[str, ...], more: tuple[str, ...], duration: float | None, report: str | None,
         policy: str | None, workdir: str | None, warmup: float | None, timeline: bool, ready_file: str | None,
         urgent_lane: str, drain: float | None, sent_file: str | None, gate: str, executors: int | None,
-        executor_cores: int) -> None:
-    """Run StreamingQuery manifests locally on the embedded default (Spark local[*])."""
+        executor_cores: int, as_json: bool) -> None:
+    """Run StreamingQuery manifests locally on the embedded default (Spark local[*]).
+
+    Shows a live table of every query; with --json, the report (as --report writes it) at the end instead."""
+    import contextlib
+    import json
     import threading
 
     from rich.live import Live
@@ -61,9 +66,10 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: float | None, r
     chosen = policy or (pool.spec.policy if pool else None) or DEFAULT_POLICY
     master = local_cluster(executors, executor_cores) if executors else "local[*]"
     click.echo(f"starting Spark ({master}) with {len(queries)} quer{'y' if len(queries) == 1 else 'ies'} under {chosen} ...", err=True)
-    with Live(auto_refresh=False, redirect_stderr=False) as live:
+    with contextlib.nullcontext(None) if as_json else Live(auto_refresh=False, redirect_stderr=False) as live:
         def tick(statuses: dict[str, QueryStatus]) -> None:
-            live.update(runner.live_table(statuses), refresh=True)
+            if live is not None:
+                live.update(runner.live_table(statuses), refresh=True)
 
         options = runner.RunOptions(policy=chosen, duration=duration, stop=stop, on_tick=tick,
                                     workdir=Path(workdir) if workdir else None,
@@ -80,6 +86,8 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: float | None, r
     if report:
         runner.write_report(result, Path(report))
         click.echo(f"wrote {report}", err=True)
+    if as_json:
+        click.echo(json.dumps(result))
     failed = [k for k, q in result["queries"].items() if q["phase"] == "Failed"]
     for key in failed:
         click.echo(f"{key} failed: {result['queries'][key]['message']}", err=True)

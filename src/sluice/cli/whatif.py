@@ -104,14 +104,14 @@ class Setup:
     bulk_tasks: int | None = None
     """The urgent lane's bulk turns: tasks outside the urgent bands that ran at once, at most."""
     lane: int = 0
-    """Gate slots its critical queries had beyond `gate` (`critical_lane`; none before 2026-12-02)."""
+    """Gate slots its critical queries had beyond `gate` (`critical_lane`; 0 in recordings without one)."""
     busy: tuple[tuple[float, float], ...] = ()
     """The cores its JVMs' own threads (JIT compilers, collectors) took over the run: (from second
     of the load, cores) steps (`Pool.busy`), where the recording measured them (`machine.series`'s
-    `jit` and `gc`: `sluice bench cameo` reads them since 2026-12-03, locally and on the node target)."""
+    `jit` and `gc`, which `sluice bench cameo` reads locally and on the node target)."""
     turns_measured: bool = False
     """Its tasks' run times came without their waits for a bulk turn (the JVM sink measured them:
-    a seventh figure in its work samples, since 2026-12-02), so a batch's tasks ran at most
+    a seventh figure in its work samples; older recordings lack it), so a batch's tasks ran at most
     `bulk_tasks` at once in them."""
 
 

@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, NamedTuple
 import click
 
 from sluice.api.constants import DEFAULT_POLICY, POLICIES
-from sluice.cli.common import EXIT_ERROR, EXIT_SLA_MISSED, DurationParam, json_option, load_queries
+from sluice.cli.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_SLA_MISSED,
+    DurationParam,
+    json_option,
+    load_queries,
+)
 
 if TYPE_CHECKING:
     from sluice.cli.whatif import Recorded, Setup
@@ -46,7 +53,7 @@ def _whatif_options(command: Callable[..., None]) -> Callable[..., None]:
                           "cores-hold: as cores-wait, but each task spends that time inside its slot and bulk turn "
                           "(its slot time its CPU and that wait; on the cores it weighs its share of the CPU); "
                           "cores-run: task CPU times the tasks' run time to CPU time (their time off the CPU); "
-                          "slots: each batch holds one slot for its recorded wall time (the model before 2026-11-29)."),
+                          "slots: each batch holds one slot for its recorded wall time (the simplest model)."),
         click.option("--other-cores", type=click.FloatRange(0, 100_000), default=None,
                      help="Cores other processes keep busy on the pool's machine (the batches share the rest); "
                           "default: what a recording measured beside its load (`machine.other_cores`, written by "
@@ -261,7 +268,7 @@ def size(files: tuple[str, ...], more: tuple[str, ...], scenario: str | None, co
         click.echo(f"wrote {out}/size.json", err=True)
     if as_json:
         click.echo(json.dumps(document))
-        sys.exit(EXIT_SLA_MISSED if found is None else 0)
+        sys.exit(EXIT_SLA_MISSED if found is None else EXIT_OK)
     click.echo(f"DS2 (sustains the rates): {ds2} executor(s) of {per_executor} core(s): {why}")
     if found is None:
         click.echo(f"SLAs: not kept even at {max_executors} executor(s) (--max-executors); "

@@ -560,7 +560,7 @@ def dev_record() -> dict[str, str] | None:
 def dev_cluster() -> ExternalCluster | None:
     """The running dev cluster, driven with its own kubectl and helm; None if none runs."""
     record = dev_record()
-    if record is None or not record.get("helm"):  # a record without helm: started before 2026-11-28
+    if record is None or not record.get("helm"):  # a record without helm: started by an older Sluice
         return None
     return ExternalCluster(Path(record["workdir"]), Path(record["kubeconfig"]), node_ip(),
                            kubectl_bin=record["kubectl"], helm_bin=record["helm"])
