@@ -145,7 +145,7 @@ def values_schema() -> None:
     click.echo(values_schema_json(), nl=False)
 
 
-for _command in (run.run, run.load, run.kafka_broker, demo.demo, demo.demo_policy, whatif_commands.simulate,
+for _command in (run.run, run.load, run.kafka_broker, demo.demo, demo.demo_policy, demo.demo_measure, whatif_commands.simulate,
                  whatif_commands.size, dev.dev, bench.bench):
     main.add_command(_command)
 
