@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 
 CHECKOV := .venv-checkov/bin/checkov
 
-.PHONY: demo test lint typecheck unit bench-check cluster-bins checkov crds clean compile
+.PHONY: demo test host-packages lint typecheck unit bench-check cluster-bins checkov crds clean compile
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Sluice needs Python 3.11 or newer as '$(PYTHON)'; set PYTHON=python3.11."; exit 1; }
@@ -51,7 +51,11 @@ $(CHECKOV): tests/checkov/requirements.txt
 
 checkov: $(CHECKOV)
 
-test: $(STAMP) compile lint typecheck cluster-bins $(CHECKOV)
+# Maven and the node tier's Debian packages, installed where missing (as root; else one sentence says what)
+host-packages:
+	tests/node/host-packages.sh
+
+test: host-packages $(STAMP) compile lint typecheck cluster-bins $(CHECKOV)
 	$(BIN)/pytest
 
 unit: $(STAMP)

@@ -32,50 +32,28 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import yaml
 
 from sluice.api.constants import GATED_POLICIES, GATES, MASSES, POLICIES
 from sluice.api.query import Delivery, KafkaSink, StreamingQuery
-from sluice.api.scenario import LoadSpec, Scenario, ScenarioError, load_scenario
+from sluice.api.scenario import Scenario, ScenarioError, load_scenario
 from sluice.runtime.latency import weighted_quantile as quantile
 from sluice.runtime.session import local_cluster
 from sluice.scheduler.execution import mode_of
 from sluice.testing.sink_reads import SinkReader, latencies, production_times
 
-from .procfs import SERIES_EVERY_S, ThreadSeries, cpu_seconds, machine_busy_seconds, tree
-
-AUTO = "auto"
-"""The variant beside the policies: cameo, with each query in the execution mode its manifest asks
-(by default `auto`: Spark's Real-time Mode where the SLA needs it). Under fifo, fair and cameo
-every query runs in micro-batches, so the variants compare Real-time Mode with micro-batches."""
-LANE = "auto-lane"
-"""`auto`, but the Real-time queries run in an application of their own (a second `sluice run`,
-as a second Spark application per pool would): what the slot reservation is compared with."""
-VARIANTS = (*POLICIES, AUTO, LANE)
-
-
-def _for_run(query: StreamingQuery, load: LoadSpec, bootstrap: str, topic: str, variant: str,
-             sink_topic: str | None = None, critical: bool = False, delivery: Delivery | None = None) -> dict[str, Any]:
-    """The manifest one run applies: the scenario's, on this run's topics, in the variant's mode;
-    `delivery` (`sluice bench cameo --delivery`) overrides every Kafka sink's."""
-    manifest = query.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"status"})
-    if critical:  # the scenario's `critical` is the query's own `spec.sla.critical`
-        manifest["spec"]["sla"]["critical"] = True
-    manifest["spec"]["source"]["bootstrapServers"] = bootstrap
-    manifest["spec"]["source"]["topic"] = topic
-    manifest["spec"]["source"]["startingOffsets"] = "earliest"
-    if isinstance(query.spec.sink, KafkaSink) and sink_topic is not None:
-        manifest["spec"]["sink"]["bootstrapServers"] = bootstrap
-        manifest["spec"]["sink"]["topic"] = sink_topic
-        if delivery is not None:
-            manifest["spec"]["sink"]["delivery"] = delivery
-    if variant not in (AUTO, LANE):
-        manifest["spec"]["execution"] = "microBatch"
-    if load.trigger is not None:
-        manifest["spec"]["trigger"] = {"interval": load.trigger.text}
-    return manifest
+from .procfs import SERIES_EVERY_S, ThreadSeries, tree
+from .scenario_runs import (
+    AUTO,
+    LANE,
+    drain_seconds,
+    for_run,
+    machine_sample,
+    machine_use,
+    start_load,
+)
 
 
 def check_delivery(path: Path, queries: list[StreamingQuery], delivery: Delivery | None) -> None:
@@ -83,15 +61,6 @@ def check_delivery(path: Path, queries: list[StreamingQuery], delivery: Delivery
     if delivery is not None and not any(isinstance(q.spec.sink, KafkaSink) for q in queries):
         raise ScenarioError(f"--delivery: {path} has no Kafka sink to write {delivery}; use a scenario whose "
                             "queries write to Kafka (bench/scenarios/realtime.yaml) or leave --delivery out.")
-
-
-DRAIN_MARGIN_S = 2.0
-"""Seconds of the drain tail beyond the longest SLA (a batch's commit after the deadline)."""
-
-
-def drain_seconds(queries: list[StreamingQuery]) -> float:
-    """How long a run goes on after its load stops: any row still unread then is late."""
-    return max((q.spec.sla.latencyTarget.seconds for q in queries), default=0.0) + DRAIN_MARGIN_S
 
 
 READY_SECONDS = 300.0
@@ -119,27 +88,6 @@ def await_ready(runs: list[tuple[Path, Any, Path]], timeout: float = READY_SECON
             time.sleep(0.1)
 
 
-def start_load(scenario: Scenario, queries: list[StreamingQuery], topics: list[str], bootstrap: str,
-               seconds: float) -> tuple[list[threading.Thread], threading.Event, dict[str, Any]]:
-    """One producer thread per query, each its scenario load (bursts included) for `seconds` or
-    until the event is set; returns the threads, the event and {query key: the load's result},
-    filled as each load ends."""
-    from sluice.api.scenario import Burst
-    from sluice.testing.load import LoadPlan, generate
-
-    stop, sent = threading.Event(), cast("dict[str, Any]", {})
-
-    def produce(i: int) -> None:
-        load = scenario.queries[i].load
-        bursts = [Burst(b.at.seconds, b.length.seconds, b.factor) for b in load.bursts]
-        sent[queries[i].key] = generate(LoadPlan(topics[i], load.rate, seconds, bursts, load.keys), bootstrap, stop.is_set)
-
-    producers = [threading.Thread(target=produce, args=(i,), daemon=True) for i in range(len(queries))]
-    for p in producers:
-        p.start()
-    return producers, stop, sent
-
-
 def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, broker: Any, folder: Path,
              log: Any = print, urgent_lane: str = "gated", delivery: Delivery | None = None,
              gate: str = "inprocess", executors: int | None = None) -> dict[str, Any]:
@@ -153,7 +101,7 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
     topics = [broker.create_topic(f"{scenario.name}-{i}-{tag}", partitions=2) for i in range(len(queries))]
     sinks = [broker.create_topic(f"{scenario.name}-{i}-{tag}-out", partitions=2) if isinstance(q.spec.sink, KafkaSink)
              else None for i, q in enumerate(queries)]
-    manifests = [_for_run(q, s.load, broker.bootstrap, t, policy, sink, s.critical, delivery)
+    manifests = [for_run(q, s.load, broker.bootstrap, t, policy, sink, s.critical, delivery)
                  for q, s, t, sink in zip(queries, scenario.queries, topics, sinks, strict=True)]
     seconds = scenario.duration.seconds + scenario.warmup.seconds  # the load's; the run adds its drain
     groups = {"": manifests}
@@ -223,22 +171,6 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
     log(f"  {policy}{'' if gate == 'inprocess' else ' (' + gate + ')'}: "
         + ", ".join(f"{k} p99 {v['p99_ms']} ms" for k, v in result["queries"].items()))
     return result
-
-
-def machine_sample(pids: list[int]) -> tuple[float, float, float]:
-    """(wall seconds, the machine's busy CPU seconds, the runs' CPU seconds: each `sluice run` and
-    its Spark JVM) now."""
-    return time.monotonic(), machine_busy_seconds(), sum(cpu_seconds(pid) for pid in pids)
-
-
-def machine_use(began: tuple[float, float, float], ended: tuple[float, float, float]) -> dict[str, float]:
-    """The cores busy while the load ran (pure): the machine's, the runs' own, and the rest (the
-    broker, the load generator, the sink readers, anything else on the machine), which the
-    runs' batches could not use (what-if's `--other-cores`)."""
-    wall = max(ended[0] - began[0], 1e-9)
-    busy, runs = (ended[1] - began[1]) / wall, (ended[2] - began[2]) / wall
-    return {"seconds": round(wall, 1), "busy_cores": round(busy, 3), "run_cores": round(runs, 3),
-            "other_cores": round(max(busy - runs, 0.0), 3)}
 
 
 def sink_read(reader: SinkReader, source: str, bootstrap: str, load_started: float | None, warmup: float,

@@ -47,8 +47,8 @@ from sluice.runtime.latency import weighted_quantile
 from sluice.runtime.realtime import drain_limit
 from sluice.scheduler.execution import mode_of, reserved_slots
 
-from .cameo import AUTO, _for_run, drain_seconds, machine_use, start_load
 from .procfs import SERIES_EVERY_S, ThreadSeries, machine_busy_seconds, pod_cpu_seconds, pod_pids
+from .scenario_runs import AUTO, drain_seconds, for_run, machine_use, start_load
 
 NS = "sluice-system"
 """The helm release's namespace (the operator, the pool's pods)."""
@@ -220,7 +220,7 @@ class PoolCpu:
         self.threads.sample(pid for uid in used for pid in pod_pids(uid))
 
     def use(self) -> dict[str, Any]:
-        """`cameo.machine_use`'s figures, the pool's pods as the runs, and the series (the
+        """`scenario_runs.machine_use`'s figures, the pool's pods as the runs, and the series (the
         threads' by kind, `machine`, and each pod's)."""
         self.sample(listing=True)
         pods = sum(self.last[uid] - self.first[uid] for uid in self.last)
@@ -297,7 +297,7 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, tar
     sinks = [broker.create_topic(f"{scenario.name}-{i}-{tag}-out", partitions=TOPIC_PARTITIONS)
              if isinstance(q.spec.sink, KafkaSink)
              else None for i, q in enumerate(queries)]
-    manifests = [_for_run(q, s.load, broker.bootstrap, t, policy, sink, s.critical)
+    manifests = [for_run(q, s.load, broker.bootstrap, t, policy, sink, s.critical)
                  for q, s, t, sink in zip(queries, scenario.queries, topics, sinks, strict=True)]
     namespaces = sorted({q.tenant for q in queries})
     checkpoints = folder / "checkpoints"

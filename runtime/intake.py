@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sluice.api.common import query_labels
 from sluice.api.constants import GRID
@@ -17,6 +17,7 @@ from sluice.scheduler import intervals
 
 from .batching import gives_group_back
 from .gate import with_progress
+from .host_state import HostState
 from .hosted import COLD_BATCHES, HostedQuery
 from .jvm_sink import SinkMetric
 from .kafka_lag import kafka_position
@@ -25,14 +26,11 @@ from .listener import listen
 from .pipeline import OBSERVED
 from .stages import StageCost, StagePoller
 
-if TYPE_CHECKING:
-    from .host import QueryHost
-
 
 class Intake:
     """The host's listener: Spark's reports in, the hosted queries' measured fields out."""
 
-    def __init__(self, host: QueryHost) -> None:
+    def __init__(self, host: HostState) -> None:
         self.host = host
         self._listener: Any = None
         self._stages: StagePoller | None = None

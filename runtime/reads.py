@@ -7,22 +7,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from sluice.api.common import query_labels
 from sluice.api.wire import BatchList, BatchRecord, QueryStatus
 
+from .host_state import HostState
 from .hosted import HostedQuery
 from .latency import Summary
 from .megaphone import StatefulQuery
 from .metrics import LatencySnapshot
 
-if TYPE_CHECKING:
-    from .host import QueryHost
-
 
 class Reads:
-    def __init__(self, host: QueryHost) -> None:
+    def __init__(self, host: HostState) -> None:
         self.host = host
 
     def status(self, key: str) -> QueryStatus:

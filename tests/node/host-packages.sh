@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Installs, where missing, the Debian packages a single-node Kubernetes and its image builds need:
-# containerd and runc (the container runtime), the CNI plugins (pod networking), iptables and
-# conntrack (kube-proxy), socat (port-forward), debootstrap, umoci and skopeo (images without a
-# registry). Says what it installs; does nothing when all are present.
+# Installs, where missing, the Debian packages the test tiers need: Maven (the Kafka broker's jars
+# and Sluice's JVM sink), containerd and runc (the container runtime), the CNI plugins (pod
+# networking), iptables and conntrack (kube-proxy), socat (port-forward), debootstrap, umoci and
+# skopeo (images without a registry). Says what it installs; does nothing when all are present.
+# `make test` runs it first.
 set -euo pipefail
 
 declare -A wanted=(
   [containerd]=containerd [runc]=runc [/usr/lib/cni/bridge]=containernetworking-plugins
   [iptables]=iptables [conntrack]=conntrack [socat]=socat [debootstrap]=debootstrap
-  [umoci]=umoci [skopeo]=skopeo
+  [umoci]=umoci [skopeo]=skopeo [mvn]=maven
 )
 missing=()
 for what in "${!wanted[@]}"; do

@@ -47,7 +47,7 @@ def test_the_table_counts_the_queries_within_the_goal(tmp_path: Path) -> None:
 
 
 def test_the_cores_the_rest_of_the_machine_took_are_the_busy_cores_less_the_runs() -> None:
-    from sluice.bench.cameo import machine_use
+    from sluice.bench.scenario_runs import machine_use
 
     # over 10 s the machine was busy 18 CPU seconds, the runs (Python and their JVMs) 12 of them
     assert machine_use((100.0, 500.0, 40.0), (110.0, 518.0, 52.0)) == {

@@ -14,6 +14,53 @@ def test_readme_stays_short() -> None:
     assert size <= 15_000, f"README.md is {size} characters; move detail to docs/ (the limit is 15,000)"
 
 
+DOC_LIMITS = {"performance.md": 40_000, "what-if.md": 20_000}
+LAB_TALK = re.compile(r"\bsession \d+|\b\w+(?:st|nd|rd|th) session\b|\bthis session\b|\bsession before\b"
+                      r"""|(?<!")\bsitting|\bissue \d+|\bissue's\b""", re.IGNORECASE)
+"""Lab talk: a work session, a sitting, an issue number (the results.json key `"sitting"` is a contract)."""
+
+
+def test_the_user_docs_stay_within_their_sizes() -> None:
+    sizes = {name: len((ROOT / "docs" / name).read_text(encoding="utf-8")) for name in DOC_LIMITS}
+    assert {n: s for n, s in sizes.items() if s > DOC_LIMITS[n]} == {}, "move history to the commit log"
+
+
+def test_docs_and_help_speak_of_the_project_not_of_its_work_sessions() -> None:
+    """No "session N", "issue N" or "sitting" in README, docs or the CLI's help: say what was run,
+    when, at what machine speed (a Spark session is no work session: the word alone is allowed)."""
+    from click.testing import CliRunner
+
+    from sluice.cli.kubectl_plugin import plugin
+    from sluice.cli.main import main
+    from sluice.cli.reference_page import cli_markdown
+
+    pages = {p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8")
+             for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]}
+    pages["help"] = cli_markdown([("sluice", main), ("kubectl sluice", plugin)])
+    pages["help"] += CliRunner().invoke(main, ["--help"]).output
+    found = {name: LAB_TALK.findall(text) for name, text in pages.items()}
+    assert {name: words for name, words in found.items() if words} == {}
+
+
+def test_the_results_in_the_tree_are_what_the_docs_cite() -> None:
+    """bench/results keeps, a benchmark each, results.json, a summary and at most one plot: at most
+    5 MB, no raw series or logs (they go to bench/out, ignored), no folder named for a work session."""
+    results = ROOT / "bench" / "results"
+    files = [p for p in results.rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) <= 5_000_000
+    assert [p.name for p in files if p.suffix not in (".json", ".txt", ".md", ".png")] == []
+    plots: dict[str, int] = {}
+    for p in files:
+        if p.suffix == ".png":
+            top = p.relative_to(results).parts[0]
+            plots[top] = plots.get(top, 0) + 1
+    assert {top: n for top, n in plots.items() if n > 1} == {}
+    assert [p for p in results.rglob("*") if re.search(r"session|sitting", p.name, re.IGNORECASE)] == []
+    cited = set(re.findall(r"bench/results/([A-Za-z0-9_.-]+)", "\n".join(
+        p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")])))
+    assert sorted({p.name for p in results.iterdir()} - cited) == []  # nothing kept that no page cites
+
+
 def test_every_relative_link_resolves() -> None:
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     dead = []

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sluice.api.scenario import load_scenario
-from sluice.bench import cameo
+from sluice.bench import cameo, scenario_runs
 from sluice.bench.capacity import judge
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def test_a_query_that_kept_up_is_judged_by_its_batches_alone() -> None:
 def test_the_run_lasts_a_drain_tail_past_its_load() -> None:
     _, queries = load_scenario(ROOT / "bench" / "scenarios" / "two-tenants.yaml")
     longest = max(q.spec.sla.latencyTarget.seconds for q in queries)
-    assert cameo.drain_seconds(queries) == longest + cameo.DRAIN_MARGIN_S
+    assert scenario_runs.drain_seconds(queries) == longest + scenario_runs.DRAIN_MARGIN_S
 
 
 def test_repeats_report_each_figure_s_spread() -> None:

@@ -184,12 +184,13 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str, delivery: s
     """Cameo vs Spark's FIFO and FAIR on real Spark with Kafka load: latency per query, side by side."""
     from sluice.api.scenario import ScenarioError, load_scenario
     from sluice.bench import cameo as cameo_bench
+    from sluice.bench.scenario_runs import VARIANTS
     from sluice.testing.kafka import KafkaUnavailable
 
     chosen = [p.strip() for p in policies.split(",") if p.strip()]
-    unknown = [p for p in chosen if p not in cameo_bench.VARIANTS]
+    unknown = [p for p in chosen if p not in VARIANTS]
     if unknown or not chosen:
-        click.echo(f"--policies: use some of {', '.join(cameo_bench.VARIANTS)} (got {policies!r}).", err=True)
+        click.echo(f"--policies: use some of {', '.join(VARIANTS)} (got {policies!r}).", err=True)
         sys.exit(EXIT_ERROR)
     try:
         sink_delivery = cast("Delivery | None", delivery)  # click's Choice holds the literal's values

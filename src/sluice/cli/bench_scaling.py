@@ -97,6 +97,7 @@ def bench_capacity(scenario: str | None, policies: str, out: str, max_time: floa
     from sluice.bench import cameo as cameo_bench
     from sluice.bench import capacity as capacity_bench
     from sluice.bench.capacity_search import Search
+    from sluice.bench.scenario_runs import VARIANTS
     from sluice.testing.kafka import KafkaUnavailable
 
     if from_results is not None:
@@ -109,9 +110,9 @@ def bench_capacity(scenario: str | None, policies: str, out: str, max_time: floa
     max_minutes = old_minutes if old_minutes is not None else max_time / 60
 
     chosen = [p.strip() for p in policies.split(",") if p.strip()]
-    unknown = [p for p in chosen if p not in cameo_bench.VARIANTS]
+    unknown = [p for p in chosen if p not in VARIANTS]
     if unknown or not chosen or len(set(chosen)) != len(chosen):
-        click.echo(f"--policies: use some of {', '.join(cameo_bench.VARIANTS)}, each once (got {policies!r}).", err=True)
+        click.echo(f"--policies: use some of {', '.join(VARIANTS)}, each once (got {policies!r}).", err=True)
         sys.exit(EXIT_ERROR)
     search = Search(min_probes=min(4, max_probes), max_probes=max_probes)
     try:
