@@ -45,7 +45,8 @@ def test_the_demo_s_roles_are_the_tightest_and_the_loosest_sla() -> None:
     assert tight.spec.sla.critical and heavy.spec.trigger is not None and heavy.spec.trigger.interval.seconds == 10
     sizing = Sizing(heavy.key, tight.key, 4000, 10, 812, 3.25, 98_092)
     assert sizing.line() == ("sized: analytics/merchant-stats costs 812 ms + 3.25 µs a row here, so 98,092 rows/s "
-                             "make its batch every 10s take about 4s (2x payments/alerts's SLA)")
+                             "make its batch every 10s take about 4.0s (the aim: 2x payments/alerts's SLA, within "
+                             "what was measured)")
 
 
 def test_a_heavy_query_the_demo_cannot_size_is_refused_in_one_sentence() -> None:

@@ -35,21 +35,26 @@ def _lint_imports(source_root: Path) -> subprocess.CompletedProcess[str]:
 
 def test_the_layers_hold_and_a_wrong_import_breaks_them(tmp_path: Path) -> None:
     """The layers (api <- scheduler <- runtime | operator <- bench <- cli; sluice.testing never in the
-    product) hold on the tree; a copy of the tree with one upward import does not pass."""
+    product) and the absence of import circles hold on the tree; a copy of the tree with one upward
+    import, or two modules importing each other (one only for type checking), does not pass."""
     import shutil
 
     kept = _lint_imports(ROOT / "src")
     assert kept.returncode == 0, kept.stdout + kept.stderr
-    assert "2 kept, 0 broken" in kept.stdout
+    assert "3 kept, 0 broken" in kept.stdout
 
     copy = tmp_path / "src"
     shutil.copytree(ROOT / "src", copy, symlinks=False, ignore=shutil.ignore_patterns("results", "__pycache__"))
     (copy / "sluice" / "runtime" / "scratch_wrong.py").write_text("from sluice.operator import kube  # noqa\n")
     (copy / "sluice" / "scheduler" / "scratch_kit.py").write_text("from sluice.testing import load  # noqa\n")
+    (copy / "sluice" / "runtime" / "scratch_a.py").write_text("from sluice.runtime import scratch_b  # noqa\n")
+    (copy / "sluice" / "runtime" / "scratch_b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from sluice.runtime import scratch_a  # noqa\n")
     broken = _lint_imports(copy)
     assert broken.returncode != 0
     assert "sluice.runtime.scratch_wrong -> sluice.operator.kube" in broken.stdout
     assert "sluice.scheduler.scratch_kit -> sluice.testing.load" in broken.stdout
+    assert ".scratch_a -> .scratch_b" in broken.stdout or ".scratch_b -> .scratch_a" in broken.stdout
 
 
 def test_the_operator_writes_status_only_through_the_status_models() -> None:

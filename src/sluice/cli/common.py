@@ -53,25 +53,11 @@ def load_queries(files: tuple[str, ...]) -> tuple[list[StreamingQuery], Streamin
                 queries.append(item.resource)
             elif isinstance(item.resource, StreamingPool):
                 pool = item.resource
-    for problem in errors:
-        click.echo(str(problem), err=True)
     if errors:
-        sys.exit(EXIT_ERROR)
+        fail("\n".join(str(problem) for problem in errors))
     if not queries:
-        click.echo("No StreamingQuery in the given files; pass at least one query manifest with -f.", err=True)
-        sys.exit(EXIT_ERROR)
+        fail("No StreamingQuery in the given files; pass at least one query manifest with -f.")
     return queries, pool
-
-
-def parse_duration(value: str | None, option: str) -> float | None:
-    if value is None:
-        return None
-    from sluice.api.units import Duration
-
-    try:
-        return Duration.parse(value).seconds
-    except ValueError as error:
-        raise click.BadParameter(str(error), param_hint=option) from None
 
 
 class DurationParam(click.ParamType):  # type: ignore[type-arg]
