@@ -169,7 +169,7 @@ def test_helm_chart_lints_renders_and_applies(crds_installed: ControlPlane, tmp_
     package = crds_installed.helm("package", str(ROOT), "-d", str(tmp_path))
     assert "Successfully packaged" in package.stdout
     listing = __import__("tarfile").open(next(tmp_path.glob("sluice-*.tgz"))).getnames()
-    assert all(n.split("/", 1)[1].split("/")[0] in {"Chart.yaml", "values.yaml", "values.schema.json", "templates", "crds", "README.md", ".helmignore"} for n in listing), listing
+    assert all(n.split("/", 1)[1].split("/")[0] in {"Chart.yaml", "values.yaml", "values.schema.json", "templates", "crds", "README.md", "LICENSE", ".helmignore"} for n in listing), listing
     _ensure_namespace(crds_installed, "sluice-system")
     rendered = crds_installed.helm("template", "sluice", str(ROOT), "--kube-version", kube_version(), "--namespace", "sluice-system",
                                    "--set", "metrics.serviceMonitor.enabled=false").stdout
