@@ -11,7 +11,6 @@ import click
 from sluice.api.query import Delivery
 from sluice.cli import bench_scaling
 from sluice.cli.common import (
-    EXIT_ERROR,
     EXIT_USAGE,
     TARGET_OPTION,
     URGENT_LANE_OPTION,
@@ -19,6 +18,7 @@ from sluice.cli.common import (
     aliased,
     calibrate_now,
     calibrate_option,
+    fail,
     from_results_option,
     json_option,
     print_result,
@@ -57,8 +57,7 @@ def bench_scheduler(ctx: click.Context, clients: int, seconds: float, old_second
     try:
         result = scheduler_bench.run(clients, seconds, core_queries)
     except RuntimeError as error:
-        click.echo(f"benchmark failed: {error}", err=True)
-        sys.exit(EXIT_ERROR)
+        fail(f"benchmark failed: {error}")
     summary = scheduler_bench.table([result])
     click.echo(json.dumps(result.json()) if as_json else summary)
     folder = Path(out)
@@ -89,8 +88,7 @@ def bench_calibrate(out: str, save_reference: bool, repeat: int, as_json: bool) 
     try:
         result = calibration.speed(log=lambda m: click.echo(m, err=True), times=repeat)
     except (RuntimeError, KafkaUnavailable) as error:
-        click.echo(str(error), err=True)
-        sys.exit(EXIT_ERROR)
+        fail(str(error))
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "results.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -149,8 +147,7 @@ def bench_overhead(ctx: click.Context, rounds: int, seconds: float, old_seconds:
     try:
         result = overhead.run(options, Path(out), log=lambda m: click.echo(m, err=True))
     except (KafkaUnavailable, RuntimeError) as error:
-        click.echo(str(error), err=True)
-        sys.exit(EXIT_ERROR)
+        fail(str(error))
     print_result(as_json, result, result["table"])
     click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/overhead.png", err=True)
 
@@ -190,8 +187,7 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str, delivery: s
     chosen = [p.strip() for p in policies.split(",") if p.strip()]
     unknown = [p for p in chosen if p not in VARIANTS]
     if unknown or not chosen:
-        click.echo(f"--policies: use some of {', '.join(VARIANTS)} (got {policies!r}).", err=True)
-        sys.exit(EXIT_ERROR)
+        fail(f"--policies: use some of {', '.join(VARIANTS)} (got {policies!r}).")
     try:
         sink_delivery = cast("Delivery | None", delivery)  # click's Choice holds the literal's values
         cameo_bench.check_delivery(Path(scenario), load_scenario(Path(scenario))[1], sink_delivery)
@@ -202,8 +198,7 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str, delivery: s
                                  urgent_lane=urgent_lane, delivery=sink_delivery, target=target, gates=gate_list,
                                  executors=executors)
     except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
-        click.echo(str(error), err=True)
-        sys.exit(EXIT_ERROR)
+        fail(str(error))
     summary = "\n".join([result["table"], "", *result["ratios"], *result["throughput"]])
     print_result(as_json, result, summary)
     (Path(out) / "summary.txt").write_text(summary + "\n")

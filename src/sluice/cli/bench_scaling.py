@@ -57,8 +57,7 @@ def bench_density(counts: str, per_app: str, warmup: float, window: float, out: 
 
     bad = [c for c in conf if "=" not in c or not c.split("=", 1)[0].startswith("spark.")]
     if bad:
-        click.echo(f"--conf: give a Spark setting as spark.KEY=VALUE (got {bad[0]!r}).", err=True)
-        sys.exit(EXIT_ERROR)
+        fail(f"--conf: give a Spark setting as spark.KEY=VALUE (got {bad[0]!r}).")
     options = density_bench.Options(counts=parse_counts(counts, "--counts"),
                                     per_app=() if per_app.strip() == "none" else parse_counts(per_app, "--per-app"),
                                     warmup=warmup, window=window, conf=conf, capacity=capacity,
@@ -67,8 +66,7 @@ def bench_density(counts: str, per_app: str, warmup: float, window: float, out: 
     try:
         result = density_bench.run(options, Path(out), log=lambda m: click.echo(m, err=True))
     except (KafkaUnavailable, RuntimeError) as error:
-        click.echo(str(error), err=True)
-        sys.exit(EXIT_ERROR)
+        fail(str(error))
     print_result(as_json, result, density_bench.render(result))
     click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/density.png", err=True)
 
@@ -112,8 +110,7 @@ def bench_capacity(scenario: str | None, policies: str, out: str, max_time: floa
     chosen = [p.strip() for p in policies.split(",") if p.strip()]
     unknown = [p for p in chosen if p not in VARIANTS]
     if unknown or not chosen or len(set(chosen)) != len(chosen):
-        click.echo(f"--policies: use some of {', '.join(VARIANTS)}, each once (got {policies!r}).", err=True)
-        sys.exit(EXIT_ERROR)
+        fail(f"--policies: use some of {', '.join(VARIANTS)}, each once (got {policies!r}).")
     search = Search(min_probes=min(4, max_probes), max_probes=max_probes)
     try:
         load_scenario(Path(scenario))
@@ -122,8 +119,7 @@ def bench_capacity(scenario: str | None, policies: str, out: str, max_time: floa
         result = capacity_bench.run(Path(scenario), chosen, Path(out), max_minutes, search,
                                     log=lambda m: click.echo(m, err=True), urgent_lane=urgent_lane, target=target)
     except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
-        click.echo(str(error), err=True)
-        sys.exit(EXIT_ERROR)
+        fail(str(error))
     print_result(as_json, result, capacity_bench.render(result))
     click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/capacity.png", err=True)
 
@@ -168,23 +164,19 @@ def bench_rescale(strategies: str, stores: str, directions: str, keys: int | Non
         try:
             document = rescale_bench.rerender(Path(from_results), Path(out))
         except (OSError, ValueError, KeyError, TypeError) as error:
-            click.echo(f"--from-results: {from_results} is no results.json of `sluice bench rescale` ({error}).", err=True)
-            sys.exit(EXIT_ERROR)
+            fail(f"--from-results: {from_results} is no results.json of `sluice bench rescale` ({error}).")
         print_result(as_json, document, rescale_bench.table_text(document["stores"]))
         return
 
     chosen = [p.strip() for p in strategies.split(",") if p.strip()]
     if not chosen or any(p not in rescale_bench.STRATEGIES for p in chosen):
-        click.echo(f"--strategies: use some of {', '.join(rescale_bench.STRATEGIES)} (got {strategies!r}).", err=True)
-        sys.exit(EXIT_ERROR)
+        fail(f"--strategies: use some of {', '.join(rescale_bench.STRATEGIES)} (got {strategies!r}).")
     providers = [p.strip() for p in stores.split(",") if p.strip()]
     if not providers or any(p not in rescale_bench.STORES for p in providers):
-        click.echo(f"--stores: use some of {', '.join(rescale_bench.STORES)} (got {stores!r}).", err=True)
-        sys.exit(EXIT_ERROR)
+        fail(f"--stores: use some of {', '.join(rescale_bench.STORES)} (got {stores!r}).")
     changes = [d.strip() for d in directions.split(",") if d.strip()]
     if not changes or any(d not in rescale_bench.DIRECTIONS for d in changes):
-        click.echo(f"--directions: use some of {', '.join(rescale_bench.DIRECTIONS)} (got {directions!r}).", err=True)
-        sys.exit(EXIT_ERROR)
+        fail(f"--directions: use some of {', '.join(rescale_bench.DIRECTIONS)} (got {directions!r}).")
     if state_mb is None:
         options = rescale_bench.Options(keys=keys or rescale_bench.Options.keys, rate=rate, steady=steady, after=after,
                                         sla=f"{sla:g}s", grace=grace)
@@ -192,8 +184,7 @@ def bench_rescale(strategies: str, stores: str, directions: str, keys: int | Non
         try:
             keys, value_bytes = rescale_bench.sized(state_mb, keys)
         except ValueError as error:
-            click.echo(f"{error}.", err=True)
-            sys.exit(EXIT_ERROR)
+            fail(f"{error}.")
         options = rescale_bench.Options(keys=keys, rate=rate, steady=steady, after=after, sla=f"{sla:g}s", state_mb=state_mb,
                                         value_bytes=value_bytes, partitions=rescale_bench.STATE_PARTITIONS, grace=grace)
     calibrate_now()
@@ -201,8 +192,7 @@ def bench_rescale(strategies: str, stores: str, directions: str, keys: int | Non
         document = rescale_bench.run(options, chosen, providers, Path(out), log=lambda m: click.echo(m, err=True),
                                      directions=[d for d in rescale_bench.DIRECTIONS if d in changes])
     except (KafkaUnavailable, RuntimeError) as error:
-        click.echo(str(error), err=True)
-        sys.exit(EXIT_ERROR)
+        fail(str(error))
     print_result(as_json, document, rescale_bench.table_text(document["stores"]))
     click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/rescale.png ({document['wall_seconds']} s)", err=True)
 
@@ -232,8 +222,7 @@ def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: 
 
     chosen = [p.strip() for p in policies.split(",") if p.strip()]
     if not chosen or any(p not in ds2_bench.POLICIES for p in chosen):
-        click.echo(f"--policies: use some of {', '.join(ds2_bench.POLICIES)} (got {policies!r}).", err=True)
-        sys.exit(EXIT_ERROR)
+        fail(f"--policies: use some of {', '.join(ds2_bench.POLICIES)} (got {policies!r}).")
     try:
         low, high, mid = (float(r) for r in rates.split(","))
     except ValueError:
@@ -241,15 +230,13 @@ def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: 
                    err=True)
         sys.exit(EXIT_ERROR)
     if min(low, high, mid) <= 0:
-        click.echo(f"--rates: every rate must be above zero (got {rates!r}).", err=True)
-        sys.exit(EXIT_ERROR)
+        fail(f"--rates: every rate must be above zero (got {rates!r}).")
     options = ds2_bench.Options(rates=(low, high, mid), phase=phase, utilization=utilization)
     calibrate_now()
     try:
         result = ds2_bench.run(options, chosen, Path(out), log=lambda m: click.echo(m, err=True))
     except (KafkaUnavailable, RuntimeError) as error:
-        click.echo(str(error), err=True)
-        sys.exit(EXIT_ERROR)
+        fail(str(error))
     print_result(as_json, result, ds2_bench.table_text(result))
     click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/ds2.png ({result['wall_seconds']} s)", err=True)
 

@@ -267,8 +267,7 @@ def demo_policy(files: tuple[str, ...], policy: str, seconds: float, warmup: flo
         result = runner.run(queries, runner.RunOptions(policy=policy, duration=seconds, stop=stop, warmup=warmup,
                                                        on_tick=demo_progress(policy, seconds)))
     except RuntimeError as error:  # the driver JVM died under the run
-        click.echo(str(error), err=True)
-        sys.exit(EXIT_ERROR)
+        fail(str(error))
     runner.write_report(result, Path(report))
 
 

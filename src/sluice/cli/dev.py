@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sluice.cli.common import EXIT_ERROR, EXIT_OK
+from sluice.cli.common import EXIT_ERROR, EXIT_OK, fail
 
 
 @click.group()
@@ -28,15 +28,13 @@ def dev_cluster_up(workdir: str | None) -> None:
     from sluice.testing.node import NodeError, dev_record, dev_up
 
     if dev_record() is not None:
-        click.echo("A dev cluster is already running ('sluice dev cluster status' shows it).", err=True)
-        sys.exit(EXIT_ERROR)
+        fail("A dev cluster is already running ('sluice dev cluster status' shows it).")
     folder = Path(workdir) if workdir else Path.home() / ".cache" / "sluice" / "dev-cluster"
     click.echo("starting a one-node Kubernetes (a cold machine builds its binaries and images first: ~10 min) ...", err=True)
     try:
         cluster = dev_up(folder, say=lambda message: click.echo(message, err=True))
     except NodeError as error:
-        click.echo(str(error), err=True)
-        sys.exit(EXIT_ERROR)
+        fail(str(error))
     click.echo(f"node Ready in {cluster.timings['up_s']:.0f} s (images {cluster.timings['images_s']:.0f} s); "
                f"images: {', '.join(tag for _, tag in cluster.images.values())}", err=True)
     click.echo(f"export KUBECONFIG={cluster.kubeconfig}")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
 from sluice.api.constants import DEFAULT_POLICY, GATES, POLICIES, URGENT_LANE_CHOICES
 from sluice.api.wire import QueryStatus
-from sluice.cli.common import EXIT_ERROR, DurationParam, json_option, load_queries
+from sluice.cli.common import DurationParam, fail, json_option, load_queries
 
 
 @click.command()
@@ -58,9 +57,8 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: float | None, r
 
     queries, pool = load_queries((*files, *more))
     if executor_cores != 1 and not executors:
-        click.echo("--executor-cores: it sets the slots of --executors' executor JVMs; give --executors N too, or "
-                   "leave it out.", err=True)
-        sys.exit(EXIT_ERROR)
+        fail("--executor-cores: it sets the slots of --executors' executor JVMs; give --executors N too, or "
+             "leave it out.")
     stop = threading.Event()
     runner.install_interrupt(stop)
     chosen = policy or (pool.spec.policy if pool else None) or DEFAULT_POLICY
@@ -81,8 +79,7 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: float | None, r
         try:
             result = runner.run(queries, options)
         except RuntimeError as error:  # the driver JVM died under the run
-            click.echo(str(error), err=True)
-            sys.exit(EXIT_ERROR)
+            fail(str(error))
     if report:
         runner.write_report(result, Path(report))
         click.echo(f"wrote {report}", err=True)
@@ -117,12 +114,10 @@ def load(topic: str, rate: float, duration: float | None, bursts: tuple[str, ...
     try:
         result = generate(plan, bootstrap, stop.is_set, main_progress)
     except RuntimeError as error:
-        click.echo(str(error), err=True)
-        sys.exit(EXIT_ERROR)
+        fail(str(error))
     click.echo(json.dumps(result))
     if result["failed"]:
-        click.echo(f"{result['failed']} events were not delivered to {bootstrap}; is the broker up and the topic there?", err=True)
-        sys.exit(EXIT_ERROR)
+        fail(f"{result['failed']} events were not delivered to {bootstrap}; is the broker up and the topic there?")
 
 
 @click.command("kafka")
@@ -143,8 +138,7 @@ def kafka_broker(workdir: str | None, topics: tuple[str, ...], partitions: int) 
     try:
         broker = KafkaBroker(folder).start()
     except KafkaUnavailable as error:
-        click.echo(str(error), err=True)
-        sys.exit(EXIT_ERROR)
+        fail(str(error))
     try:
         for topic in topics:
             broker.create_topic(topic, partitions)

@@ -11,10 +11,10 @@ import click
 
 from sluice.api.constants import DEFAULT_POLICY, POLICIES
 from sluice.cli.common import (
-    EXIT_ERROR,
     EXIT_OK,
     EXIT_SLA_MISSED,
     DurationParam,
+    fail,
     json_option,
     load_queries,
 )
@@ -127,8 +127,7 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
     from sluice.cli import whatif
 
     if bool(files) == bool(scenario):
-        click.echo("Give the queries either with -f MANIFEST... or with --scenario FILE (one of the two).", err=True)
-        sys.exit(EXIT_ERROR)
+        fail("Give the queries either with -f MANIFEST... or with --scenario FILE (one of the two).")
     try:
         pool, span = None, (600.0, 30.0)
         if scenario:
@@ -167,8 +166,7 @@ def _whatif_inputs(files: tuple[str, ...], scenario: str | None, costs: str | No
         # round trips, and the waits for a core the recording had) a wait that takes none
         sims = [whatif.driver_on_cpu(q, driver_cpu[q.key]) if q.key in driver_cpu else q for q in sims]
     except whatif.WhatIfError as error:
-        click.echo(str(error), err=True)
-        sys.exit(EXIT_ERROR)
+        fail(str(error))
     from_run = None if cores or pool else setup
     chosen_cores = cores or (pool.spec.executor.cores if pool else None) or (from_run.cores if from_run else 1)
     chosen_policy = policy or (pool.spec.policy if pool else None) or DEFAULT_POLICY
