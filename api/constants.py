@@ -25,6 +25,9 @@ DEFAULT_POLICY: Final[Policy] = "cameo"
 URGENT_LANE_CHOICES: Final[tuple[str, ...]] = ("gated", "all", "none")
 """Who gets the urgent lane in `sluice run --urgent-lane` and the benchmarks: gated policies (the
 product's choice), every policy (a benchmark's like-for-like setup), or none."""
+PriorityMechanism = Literal["threadNice", "bulkNice", "podWeight", "none"]
+"""The CPU priority lever in force for a pool's urgent work (`sluice.runtime.priority` says what
+each means and how the runtime finds which the node allows)."""
 GATES: Final[tuple[str, ...]] = ("inprocess", "sidecar")
 """Where `sluice run`'s gate asks (`--gate`): the scheduler in the runtime's process, or a
 scheduler sidecar process over HTTP on loopback, as in a pool pod."""

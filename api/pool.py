@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, JsonValue, model_validator
 
 from .common import CommonStatus, DnsName, Model, ObjectMeta
-from .constants import API_VERSION, ApiVersion, Policy
+from .constants import API_VERSION, CRITICAL_LANE, ApiVersion, Policy, PriorityMechanism
 from .files import DEFAULT_FILES_ROOT
 from .units import Cpu, Duration, Memory, PositiveDuration
 
@@ -197,6 +197,9 @@ class StreamingPoolSpec(Model):
     afresh from its `startingOffsets` (set `claimName` to keep them)."""
     policy: Policy = "cameo"
     """Dispatch order across queries: fifo, fair (weighted per tenant), edf or cameo."""
+    criticalLane: int = Field(default=CRITICAL_LANE, ge=0, le=64)
+    """Gate slots beyond the pool's capacity per latency-critical query (`spec.sla.critical`) that
+    only critical queries' batches take: a critical batch never waits at a full gate. 0: none."""
     filesRoot: str = Field(default=DEFAULT_FILES_ROOT, min_length=2, max_length=1024,
                            pattern=r"^(/[A-Za-z0-9_][A-Za-z0-9._-]*)+$")
     """Absolute directory under which each namespace's `files` sources and sinks live, in
@@ -308,6 +311,16 @@ class StateMigration(Model):
     movedBytes: int = 0
 
 
+class PoolPriority(Model):
+    """The CPU priority lever in force for the pool's urgent work, as the runtime found it."""
+
+    mechanism: PriorityMechanism
+    """threadNice: urgent tasks' threads at nice -5; bulkNice: bulk tasks' threads at nice 4 while
+    they run; podWeight: only the pods' CPU requests weigh the pool against other pods; none."""
+    reason: str = ""
+    """Why this one, in one sentence (what the node allows: its RLIMIT_NICE, CAP_SYS_NICE)."""
+
+
 class StreamingPoolStatus(CommonStatus):
     """Observed state of a StreamingPool."""
 
@@ -325,7 +338,9 @@ class StreamingPoolStatus(CommonStatus):
     """State placement and migration progress (pools with executors and stateful queries)."""
     urgentLane: str = ""
     """What the urgent lane does in the pool's runtime, in one sentence: on pods, bulk turns in
-    each executor, and no raised thread priorities where the pods lack CAP_SYS_NICE."""
+    each executor, and which thread priorities the node allows."""
+    priority: PoolPriority | None = None
+    """The CPU priority lever in force and why (found by trying what the node allows)."""
 
 
 class StreamingPool(Model):

@@ -19,6 +19,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .pool import PoolPriority
+
 QueryPhase = Literal["Pending", "Running", "Failed", "Suspended"]
 """Pending: waiting to start (its source is not reachable yet; retried). Running. Failed: Spark
 refused or stopped it (the message says why). Suspended: stopped by spec.suspend, checkpoint kept."""
@@ -221,6 +223,8 @@ class Suspend(Request):
 class ExecutorInfo(Answer):
     id: str
     activeTasks: int = 0
+    addedAt: float | None = None
+    """When it registered with the driver (epoch seconds; None: not told)."""
 
 
 class ExecutorState(Answer):
@@ -248,7 +252,9 @@ class ExecutorState(Answer):
     """Tasks outside the urgent bands that run at once in each executor (the lane's bulk turns);
     None: no turns."""
     raisedPriorities: bool = False
-    """The urgent bands' threads run at a raised priority (the runtime has CAP_SYS_NICE)."""
+    """The urgent bands' threads run at a raised priority (`priority.mechanism` is threadNice)."""
+    priority: PoolPriority | None = None
+    """The CPU priority lever in force and why (`sluice.runtime.priority`)."""
 
 
 class ExecutorTarget(Request):

@@ -195,7 +195,7 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
                             "name": "scheduler", "image": image_of(model),
                             "args": ["python", "-m", "sluice.scheduler", "--host", "127.0.0.1", "--port", str(SCHEDULER_PORT),
                                      "--policy", model.spec.policy,
-                                     "--capacity", str(capacity)],
+                                     "--capacity", str(capacity), "--critical-lane", str(model.spec.criticalLane)],
                             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
                             # it listens on loopback only, where the kubelet's HTTP probes cannot reach: ask from inside
                             "livenessProbe": {"exec": {"command": ["python", "-c", _SIDECAR_PROBE]}, "periodSeconds": 30,

@@ -114,7 +114,7 @@ async def _plan(body: kopf.Body, model: StreamingPool, runtime: RuntimeClient, p
         executors = None
     moving = executors is not None and executors.pendingMoves > 0
     if executors is not None and executors.urgentLane:
-        status.write(patch, StreamingPoolStatus(urgentLane=executors.urgentLane))
+        status.write(patch, StreamingPoolStatus(urgentLane=executors.urgentLane, priority=executors.priority))
     if executors is not None and executors.placement:
         placement: dict[str, int] = {}
         for per_query in executors.placement.values():

@@ -16,18 +16,19 @@ from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.server import ServerThread, reserve
 
+from . import priority
 from .control import make_control_app, make_metrics_app
 from .executors import ExecutorScaler
 from .gate import Gatekeeper
 from .host import QueryHost
 from .policy import mode_of
 from .session import (
+    EXECUTOR_REQUEST,
     SessionConfig,
     build_session,
     executor_lane,
     lane_for,
     lane_sentence,
-    priority_blocker,
 )
 
 
@@ -107,10 +108,11 @@ def main(argv: list[str] | None = None) -> None:
                 else SchedulerClient(args.scheduler))
     host = QueryHost(spark, workdir / "checkpoints", gate, mode.fixed_pool, files_root=args.files_root)
     scaler = ExecutorScaler.for_host(host, grace=args.executor_grace)
-    blocker = priority_blocker(Path("/proc/self/status").read_text())
-    scaler.urgent_lane = lane_sentence(lane, mode.gated, blocker)
-    told = args.master == "local[*]" or args.master.startswith("k8s://")  # else the master's own slots
-    scaler.lane = (lane.slots if told else None, lane.bulk_tasks or None, lane.on and blocker is None)
+    on_pods = args.master.startswith("k8s://")
+    scaler.priority = priority.decide(mode.gated, lane.on, priority.probe(), on_pods, extra.get(EXECUTOR_REQUEST, ""))
+    scaler.urgent_lane = lane_sentence(lane, mode.gated, scaler.priority)
+    told = args.master == "local[*]" or on_pods  # else the master's own slots
+    scaler.lane = (lane.slots if told else None, lane.bulk_tasks or None, scaler.priority.mechanism == "threadNice")
     sidecar = f"{args.scheduler.rstrip('/')}/metrics" if args.scheduler.startswith("http") else None
     server = ServerThread(make_control_app(host, token, executors=scaler, scheduler_metrics=sidecar),
                           sock=control_sock).start()

@@ -54,6 +54,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sluice.api.pool import PoolPriority
 from sluice.api.wire import ExecutorInfo, ExecutorState
 
 from . import executor_warmup
@@ -186,6 +187,8 @@ class ExecutorScaler:
         self.lane: tuple[int | None, int | None, bool] = (None, None, False)
         """(task slots, bulk tasks at once, raised priorities) in each executor, as its entry point
         started the lane, reported in `state`: what a recording's setup is for `sluice simulate`."""
+        self.priority: PoolPriority | None = None
+        """The priority lever in force (`priority.decide`, set by the entry point), reported in `state`."""
         self.stateful = stateful or (lambda: {})
         self._mark: dict[str, int] = {}
         self.grace = grace
@@ -246,7 +249,8 @@ class ExecutorScaler:
             target=value,
             removing=removing,
             removed=removed,
-            executors=[ExecutorInfo(id=e.id, activeTasks=e.active_tasks) for e in executors],
+            executors=[ExecutorInfo(id=e.id, activeTasks=e.active_tasks, addedAt=e.added_at or None)
+                       for e in executors],
             leaving=leaving,
             placement=mover.placement() if mover else {},
             stateMoves=mover.moves if mover else 0,
@@ -254,6 +258,7 @@ class ExecutorScaler:
             pendingMoves=mover.pending() if mover else 0,
             urgentLane=self.urgent_lane,
             taskSlots=self.lane[0], bulkTasks=self.lane[1], raisedPriorities=self.lane[2],
+            priority=self.priority,
         )
 
     # ------------------------------------------------------------------ writing

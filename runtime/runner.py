@@ -29,11 +29,11 @@ from sluice.scheduler.client import SchedulerClient
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 
-from . import realtime
+from . import priority, realtime
 from .gate import Gatekeeper
 from .host import QueryHost
 from .policy import mode_of
-from .session import Lane, SessionConfig, build_session, lane_for, lane_wanted, priority_blocker
+from .session import Lane, SessionConfig, build_session, lane_for, lane_wanted
 
 
 @contextlib.contextmanager
@@ -187,11 +187,13 @@ def _run(queries: list[StreamingQuery], options: RunOptions, config: SessionConf
     if host.broken is not None:
         raise RuntimeError(f"{host.broken}.")
     per_query: dict[str, dict[str, Any]] = {}
+    lever = priority.decide(gate is not None, lane.on, priority.probe(), on_pods=False)
     report: dict[str, Any] = {"policy": options.policy, "seconds": round(time.time() - started, 1),
                               "started_at": started, "cores": os.cpu_count() or 1, "queries": per_query,
                               "spark": {"master": master, "urgent_lane": options.urgent_lane, "lane_on": lane.on,
                                         "bulk_tasks": lane.bulk_tasks,
-                                        "priorities": lane.on and priority_blocker(Path("/proc/self/status").read_text()) is None},
+                                        "priorities": lever.mechanism == "threadNice",
+                                        "priority": lever.model_dump()},
                               "gate": options.gate if gate is not None else "none", "drain": drained,
                               "gate_capacity": capacity,
                               "critical_lane": CRITICAL_LANE if gate is not None else None}

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.api.constants import BANDS, URGENT_LANE_CHOICES
+from sluice.api.pool import PoolPriority
 from sluice.scheduler.bands import band_name, fairscheduler_xml, urgent_bands
 
 from . import jvm_sink
@@ -243,30 +244,17 @@ def _whole(conf: dict[str, str], key: str) -> int:
     return int(text)
 
 
-CAP_SYS_NICE = 23
-"""The capability bit a thread needs to raise its priority (linux/capability.h)."""
-
-
-def priority_blocker(proc_status: str) -> str | None:
-    """None if this process may raise a thread's priority (CAP_SYS_NICE in effect, as root on a
-    machine has); else what it lacks. `proc_status`: the text of /proc/self/status."""
-    for line in proc_status.splitlines():
-        if line.startswith("CapEff:"):
-            return None if int(line.split()[1], 16) >> CAP_SYS_NICE & 1 else "lacks CAP_SYS_NICE"
-    return "cannot tell its capabilities (no CapEff in /proc/self/status)"
-
-
-def lane_sentence(lane: Lane, gated: bool, blocker: str | None) -> str:
+def lane_sentence(lane: Lane, gated: bool, lever: PoolPriority) -> str:
     """What the urgent lane does in this runtime, in one sentence (a pool's `status.urgentLane`):
-    `blocker` is `priority_blocker`'s answer for the runtime's process."""
+    `lever` is the priority lever in force (`priority.decide`)."""
     if not gated:
         return "off: the policy has no gate (fifo and fair run Spark on its own)"
     if not lane.on:
         return f"off: {LANE_ENV}=0, or the runtime has no Sluice sink jar"
     turns = ("bulk tasks take turns, one a core" if lane.bulk_tasks else
              "urgent bands only, no bulk turns (turns need a local master or executor pods)")
-    raised = "urgent threads at nice -5" if blocker is None else f"no raised thread priorities (the process {blocker})"
-    return f"on: {turns}; {raised}"
+    said = {"threadNice": "urgent threads at nice -5", "bulkNice": "bulk threads at nice 4 while they run"}
+    return f"on: {turns}; {said.get(lever.mechanism, 'no thread priorities')} ({lever.reason})"
 
 
 def lane_conf(bands: int, bulk_tasks: int) -> dict[str, str]:

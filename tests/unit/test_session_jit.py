@@ -51,26 +51,21 @@ def test_the_urgent_lane_names_the_urgent_and_the_bulk_bands_and_the_knob_turns_
     assert lane_for(True, True, 2) == Lane(False, 0, 2)
 
 
-def test_the_lane_sentence_says_what_a_pod_lacks_and_the_capability_is_read_from_the_kernel() -> None:
-    from pathlib import Path
+def test_the_lane_sentence_says_which_priority_lever_is_in_force() -> None:
+    from sluice.api.pool import PoolPriority
+    from sluice.runtime.session import Lane, lane_sentence
 
-    from sluice.runtime.session import Lane, lane_sentence, priority_blocker
-
-    # CapEff as a pod that drops every capability has it, and as root on a machine has it
-    assert priority_blocker("Name:\tjava\nCapEff:\t0000000000000000\n") == "lacks CAP_SYS_NICE"
-    assert priority_blocker("CapEff:\t000001ffffffffff\n") is None
-    assert priority_blocker("CapEff:\t0000000000800000\n") is None  # CAP_SYS_NICE alone: bit 23
-    assert priority_blocker("Name:\tjava\n").startswith("cannot tell")
-    # this process's own answer is one of the two
-    assert priority_blocker(Path("/proc/self/status").read_text()) in (None, "lacks CAP_SYS_NICE")
     pods = Lane(on=True, bulk_tasks=0, slots=2)
-    assert lane_sentence(pods, True, "lacks CAP_SYS_NICE") == (
+    weight = PoolPriority(mechanism="podWeight", reason="no thread may raise its priority")
+    assert lane_sentence(pods, True, weight) == (
         "on: urgent bands only, no bulk turns (turns need a local master or executor pods); "
-        "no raised thread priorities (the process lacks CAP_SYS_NICE)")
-    assert lane_sentence(Lane(on=True, bulk_tasks=2, slots=16), True, None) == (
-        "on: bulk tasks take turns, one a core; urgent threads at nice -5")
-    assert lane_sentence(pods, False, None).startswith("off: the policy has no gate")
-    assert lane_sentence(Lane(on=False, bulk_tasks=0, slots=2), True, None).startswith("off: SLUICE_URGENT_LANE=0")
+        "no thread priorities (no thread may raise its priority)")
+    assert lane_sentence(Lane(on=True, bulk_tasks=2, slots=16), True, PoolPriority(mechanism="threadNice")) == (
+        "on: bulk tasks take turns, one a core; urgent threads at nice -5 ()")
+    assert lane_sentence(pods, True, PoolPriority(mechanism="bulkNice", reason="r")).endswith(
+        "bulk threads at nice 4 while they run (r)")
+    assert lane_sentence(pods, False, weight).startswith("off: the policy has no gate")
+    assert lane_sentence(Lane(on=False, bulk_tasks=0, slots=2), True, weight).startswith("off: SLUICE_URGENT_LANE=0")
 
 
 def test_on_executor_pods_each_executor_gets_the_lanes_slots_and_turns_and_asks_for_its_cores(

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from sluice.cli.common import EXIT_ERROR, EXIT_OK, fail
+from sluice.testing.node import NICE_LIMIT
 
 
 @click.group()
@@ -23,7 +24,10 @@ def dev_cluster() -> None:
 @dev_cluster.command("up")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="State of the cluster (default: ~/.cache/sluice/dev-cluster).")
-def dev_cluster_up(workdir: str | None) -> None:
+@click.option("--nice-limit", type=click.IntRange(0, 40), default=NICE_LIMIT, show_default=True,
+              help="RLIMIT_NICE of the node's containerd and so of every container (0: none): what lets "
+                   "a pool's urgent threads take a higher priority without CAP_SYS_NICE.")
+def dev_cluster_up(workdir: str | None, nice_limit: int) -> None:
     """Build (or reuse) the binaries and images, start the node, print its kubeconfig."""
     from sluice.testing.node import NodeError, dev_record, dev_up
 
@@ -32,7 +36,7 @@ def dev_cluster_up(workdir: str | None) -> None:
     folder = Path(workdir) if workdir else Path.home() / ".cache" / "sluice" / "dev-cluster"
     click.echo("starting a one-node Kubernetes (a cold machine builds its binaries and images first: ~10 min) ...", err=True)
     try:
-        cluster = dev_up(folder, say=lambda message: click.echo(message, err=True))
+        cluster = dev_up(folder, say=lambda message: click.echo(message, err=True), nice_limit=nice_limit)
     except NodeError as error:
         fail(str(error))
     click.echo(f"node Ready in {cluster.timings['up_s']:.0f} s (images {cluster.timings['images_s']:.0f} s); "

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import shlex
 import shutil
 import signal
@@ -42,6 +43,11 @@ DNS_SERVICE_IP = "10.96.0.10"
 DNS_PORT = 1053
 NODE_NAME = "sluice-node"
 BRIDGE = "cni0"
+NICE_LIMIT = 25
+"""RLIMIT_NICE the node's containerd runs with, and so every container: a thread without
+CAP_SYS_NICE may then go down to nice -5 (20 - 25), which the urgent lane's threads take
+(`sluice.runtime.priority`). A node setting, as `LimitNICE=25` in containerd's systemd unit would
+be; `sluice dev cluster up --nice-limit 0` starts a node without it."""
 MARKERS = ("containerd", "kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler", "coredns")
 SYSCTLS = {"net/ipv4/ip_forward": "1", "net/bridge/bridge-nf-call-iptables": "1",
            "net/bridge/bridge-nf-call-ip6tables": "1"}
@@ -124,6 +130,8 @@ class NodeCluster:
     timings: dict[str, float] = field(default_factory=dict)
     say: Callable[[str], None] = field(default=lambda message: None, repr=False)
     """Progress, one line a step (`sluice dev cluster up` prints it)."""
+    nice_limit: int = NICE_LIMIT
+    """RLIMIT_NICE of containerd and so of every container (0: the kernel's default, none)."""
 
     def __post_init__(self) -> None:
         # absolute: the kubelet reads containerd's socket from a unix:// URL, where a relative
@@ -168,13 +176,15 @@ class NodeCluster:
             _unmount_under(self.state)
             shutil.rmtree(self.state, ignore_errors=True)
         self.state.mkdir(parents=True)
+        self.nice_limit = self._nice_limit()
         try:
             self._host_network()
             RECORD.parent.mkdir(parents=True, exist_ok=True)
             RECORD.write_text(json.dumps({"owner": self.owner or os.getpid(), "state": str(self.state),
                                           "sysctls": self._saved_sysctls, "workdir": str(self.workdir),
                                           "kubectl": str(kube / "kubectl"), "helm": str(helm / "helm"),
-                                          "kubeconfig": str(self.workdir / "controlplane" / "kubeconfig")}))
+                                          "kubeconfig": str(self.workdir / "controlplane" / "kubeconfig"),
+                                          "nice_limit": self.nice_limit}))
             self.plane = ControlPlane(kube, helm, self.workdir / "controlplane", address=self.ip, owner=self.owner,
                                       extra_args=["--kubelet-preferred-address-types", "InternalIP,Hostname",
                                                   "--service-node-port-range", "30000-32767"])
@@ -234,6 +244,18 @@ class NodeCluster:
     def containerd_socket(self) -> Path:
         return self.state / "containerd" / "containerd.sock"
 
+    def _nice_limit(self) -> int:
+        """The RLIMIT_NICE containerd can be given here: the one asked, or 0 (said) where the host's
+        hard limit is lower and this process may not raise it (no CAP_SYS_RESOURCE, as in some VMs)."""
+        asked = self.nice_limit
+        if asked and subprocess.run(["prlimit", f"--nice={asked}:{asked}", "--", "true"],
+                                    capture_output=True, check=False).returncode != 0:
+            hard = resource.getrlimit(resource.RLIMIT_NICE)[1]
+            self.say(f"containerd runs without RLIMIT_NICE {asked}: this host's hard limit is {hard} and raising it "
+                     "needs CAP_SYS_RESOURCE, which this process lacks (pods' threads then cannot rise)")
+            return 0
+        return asked
+
     def _containerd(self) -> None:
         root = self.state / "containerd"
         root.mkdir(parents=True, exist_ok=True)
@@ -259,7 +281,8 @@ state = "{root / 'state'}"
     bin_dir = "/usr/lib/cni"
     conf_dir = "{self.state / 'cni' / 'net.d'}"
 ''')
-        proc = self._spawn("containerd", ["containerd", "--config", str(config)])
+        limit = ["prlimit", f"--nice={self.nice_limit}:{self.nice_limit}", "--"] if self.nice_limit else []
+        proc = self._spawn("containerd", [*limit, "containerd", "--config", str(config)])
         self._until(lambda: self.containerd_socket.exists() and self._ctr("version", check=False).returncode == 0,
                     proc, "containerd", 30)
 
@@ -541,10 +564,11 @@ DEV_OWNER = 1
 started them, no test run reaps them, and a test run refuses to start beside them."""
 
 
-def dev_up(workdir: Path, say: Callable[[str], None] = lambda message: None) -> NodeCluster:
+def dev_up(workdir: Path, say: Callable[[str], None] = lambda message: None,
+           nice_limit: int = NICE_LIMIT) -> NodeCluster:
     """Start a node that keeps running after this process exits; `say` hears each step."""
     workdir.mkdir(parents=True, exist_ok=True)
-    cluster = NodeCluster(workdir, owner=DEV_OWNER, say=say)
+    cluster = NodeCluster(workdir, owner=DEV_OWNER, say=say, nice_limit=nice_limit)
     cluster.start()
     return cluster
 
@@ -563,7 +587,8 @@ def dev_cluster() -> ExternalCluster | None:
     if record is None or not record.get("helm"):  # a record without helm: started by an older Sluice
         return None
     return ExternalCluster(Path(record["workdir"]), Path(record["kubeconfig"]), node_ip(),
-                           kubectl_bin=record["kubectl"], helm_bin=record["helm"])
+                           kubectl_bin=record["kubectl"], helm_bin=record["helm"],
+                           nice_limit=int(record.get("nice_limit", 0)))
 
 
 def dev_down() -> bool:
@@ -612,6 +637,8 @@ class ExternalCluster:
     timings: dict[str, float] = field(default_factory=dict)
     kubectl_bin: str = "kubectl"
     helm_bin: str = "helm"
+    nice_limit: int | None = None
+    """Its container runtime's RLIMIT_NICE where known (a dev cluster's record says it)."""
 
     def start(self) -> ExternalCluster:
         for tool in (self.kubectl_bin, self.helm_bin):

@@ -33,9 +33,11 @@ import org.apache.spark.api.plugin.SparkPlugin;
  *       then gives the CPU to the urgent threads first and the bulk tasks keep every cycle they
  *       had against everything else on the machine. Java priorities change a Linux thread's nice
  *       value only with {@code -XX:ThreadPriorityPolicy=1} (the session adds it), and raising one
- *       needs root or CAP_SYS_NICE: the plugin checks both once, on a thread of its own, reading
- *       the kernel's figure ({@code /proc/thread-self/stat}), and leaves every priority alone
- *       (saying so once) if either is missing.
+ *       needs CAP_SYS_NICE or an RLIMIT_NICE of 25 (a node setting; pods never have the
+ *       capability). The plugin tries once, on a thread of its own, reading the kernel's figure
+ *       ({@code /proc/thread-self/stat}). Where a thread may not rise but may come back to nice 0
+ *       from a lower priority (RLIMIT_NICE 20-24), bulk tasks' threads run at nice 4 instead and
+ *       urgent ones at 0; where neither, every priority is left alone (said once).
  *   <li><b>Bulk tasks take turns</b> ({@link #BULK_TASKS}, 0: off). The application gets many
  *       more task slots than cores, so an urgent task always finds one free, and a task of a
  *       bulk band ({@link #BULK_POOLS}) waits at its start until fewer than that many run. (Tasks
@@ -57,11 +59,16 @@ public final class UrgentLane implements SparkPlugin {
   public static final String BULK_TASKS = "spark.sluice.bulkTasks";
   public static final String BULK_POOLS = "spark.sluice.bulkPools";
   static final int RAISED_NICE = -5;
+  /** Nice of a thread at Java priority 1 under ThreadPriorityPolicy=1: a bulk task's, where raising is refused. */
+  static final int LOWERED_NICE = 4;
 
   private static volatile Set<String> urgent;
   private static volatile Map<String, Integer> bulkRanks = Collections.emptyMap();
   private static volatile Turns bulk;
   private static volatile boolean raising;
+  /** Bulk tasks' threads go to {@link #LOWERED_NICE} while they run (a thread may come back, not go above 0). */
+  private static volatile boolean lowering;
+  private static volatile String mechanism = "none";
   private static volatile String why = "not started";
   private static volatile boolean started;
   private static final ThreadLocal<Boolean> WAITED = ThreadLocal.withInitial(() -> false);
@@ -115,15 +122,18 @@ public final class UrgentLane implements SparkPlugin {
     }
     urgent = Collections.unmodifiableSet(pools);
     int cap = conf.getInt(BULK_TASKS, 0);
+    bulkRanks = ranks(conf.get(BULK_POOLS, ""));
     if (cap > 0) {
       bulk = new Turns(cap);
-      bulkRanks = ranks(conf.get(BULK_POOLS, ""));
     }
-    String failed = check();
-    raising = failed == null;
-    why = failed == null ? "on" : failed;
-    if (failed != null) {
-      System.err.println("sluice: urgent tasks run at the normal CPU priority: " + failed);
+    String refused = trial(Thread.MAX_PRIORITY, RAISED_NICE);
+    raising = refused == null;
+    String lowered = raising ? null : trial(Thread.MIN_PRIORITY, LOWERED_NICE);
+    lowering = !raising && lowered == null;
+    mechanism = raising ? "threadNice" : lowering ? "bulkNice" : "none";
+    why = raising ? "on" : lowering ? "bulk tasks lowered: " + refused : refused + "; " + lowered;
+    if (!raising) {
+      System.err.println("sluice: urgent tasks run at the normal CPU priority: " + why);
     }
   }
 
@@ -167,7 +177,7 @@ public final class UrgentLane implements SparkPlugin {
         Thread.currentThread().interrupt();
       }
     }
-    prioritize(isUrgent);
+    prioritize(isUrgent, rank != null);
   }
 
   private static void taskEnds() {
@@ -179,30 +189,44 @@ public final class UrgentLane implements SparkPlugin {
   }
 
   private static void prioritize(boolean isUrgent) {
-    if (!raising) {
+    prioritize(isUrgent, false);
+  }
+
+  /** An urgent thread raised where the node allows it, else a bulk one lowered where it may come back. */
+  private static void prioritize(boolean isUrgent, boolean isBulk) {
+    int wanted;
+    if (raising) {
+      wanted = isUrgent ? Thread.MAX_PRIORITY : Thread.NORM_PRIORITY;
+    } else if (lowering) {
+      wanted = isBulk ? Thread.MIN_PRIORITY : Thread.NORM_PRIORITY;
+    } else {
       return;
     }
-    int wanted = isUrgent ? Thread.MAX_PRIORITY : Thread.NORM_PRIORITY;
     Thread self = Thread.currentThread();
     if (self.getPriority() != wanted) {
       self.setPriority(wanted);
     }
   }
 
-  /** Null if a thread can go to nice -5 and back to 0; else why not. */
-  private static String check() {
+  /**
+   * Null if a fresh thread at Java priority {@code priority} runs at {@code nice} and comes back to
+   * nice 0 at the normal priority; else why not. Tried, never read from capability bits: the
+   * kernel allows it with CAP_SYS_NICE or where RLIMIT_NICE (a node setting) reaches that far.
+   */
+  static String trial(int priority, int nice) {
     String[] result = new String[1];
     Thread probe = new Thread(() -> {
       Thread self = Thread.currentThread();
-      self.setPriority(Thread.MAX_PRIORITY);
-      int raised = niceHere();
+      self.setPriority(priority);
+      int there = niceHere();
       self.setPriority(Thread.NORM_PRIORITY);
       int back = niceHere();
-      if (raised != RAISED_NICE) {
-        result[0] = "a thread at Java priority 10 runs at nice " + raised + ", not " + RAISED_NICE
-            + " (it needs -XX:ThreadPriorityPolicy=1, and root or CAP_SYS_NICE)";
+      if (there != nice) {
+        result[0] = "a thread at Java priority " + priority + " runs at nice " + there + ", not " + nice
+            + " (it needs -XX:ThreadPriorityPolicy=1, and CAP_SYS_NICE or RLIMIT_NICE " + (20 - Math.min(nice, 0))
+            + ")";
       } else if (back != 0) {
-        result[0] = "a thread at Java priority 5 runs at nice " + back + ", not 0";
+        result[0] = "a thread back at Java priority 5 runs at nice " + back + ", not 0 (it needs RLIMIT_NICE 20)";
       }
     }, "sluice-priority-check");
     probe.start();
@@ -213,6 +237,17 @@ public final class UrgentLane implements SparkPlugin {
       return "interrupted";
     }
     return result[0];
+  }
+
+  /** The lever this JVM found: threadNice, bulkNice or none (as the pool's `status.priority` names it). */
+  public static String mechanism() {
+    return mechanism;
+  }
+
+  /** Tries the levers in this JVM and prints the one it has (the node tier's test starts it so). */
+  public static void main(String[] args) {
+    start(new SparkConf(false).set(URGENT_POOLS, "band0"));
+    System.out.println(mechanism + ": " + why);
   }
 
   /** The driver's stream thread after its batch's grant: it plans its next batch at that band's priority. */
