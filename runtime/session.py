@@ -160,10 +160,12 @@ right after it starts. Measured with `bench/batch_cpu.py`: docs/performance.md, 
 "Per-batch costs"."""
 
 
-LANE_OPTIONS = " ".join(["-XX:ThreadPriorityPolicy=1"] + [f"-XX:JavaPriority{p}_To_OSPriority=0" for p in range(1, 10)])
-"""The JVM flags that let a Java thread's priority set its Linux nice value, for priority 10 only
-(HotSpot maps it to nice -5: against a bulk thread at 0 an urgent one gets three quarters of a
-shared core). Every other priority stays at nice 0: by HotSpot's own table the JIT compilers
+LANE_OPTIONS = " ".join(["-XX:ThreadPriorityPolicy=1", "-XX:JavaPriority1_To_OSPriority=4"]
+                        + [f"-XX:JavaPriority{p}_To_OSPriority=0" for p in range(2, 10)])
+"""The JVM flags that let a Java thread's priority set its Linux nice value, for priority 10 (HotSpot
+maps it to nice -5: against a bulk thread at 0 an urgent one gets three quarters of a shared core)
+and priority 1 (nice 4: a bulk task's where the node lets a thread come back to 0 but not rise,
+`priority.BULK_NICE`; the same ratio). Every other priority stays at nice 0: by HotSpot's own table the JIT compilers
 and the garbage collector's threads (priority 9) would run at -4, above every task (measured
 here: cameo's critical filter lost rows to it), and a few of Spark's threads (priority 2) at 2.
 HotSpot refuses a mapping below -1, and lowering the bulk tasks instead lost them their CPU to

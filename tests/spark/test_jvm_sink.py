@@ -246,3 +246,39 @@ def test_the_urgent_lane_raises_urgent_tasks_and_bulk_tasks_take_turns(tmp_path:
     assert 1.5e9 <= bulk_wait <= 3.0e9 and again == 0 and urgent_wait == 0, out["turn_waits"]
     waits = out["batch_turn_waits"]
     assert waits and all(w is not None and w >= 0 for w in waits), waits
+
+
+@pytest.mark.parametrize(("capability", "mechanism"), [(True, "threadNice"), (False, "none")])
+def test_an_executor_jvm_finds_the_lever_the_kernel_allows(capability: bool, mechanism: str) -> None:
+    """`UrgentLane.trial` in a JVM started with the lane's options: as root, a thread rises to nice
+    -5 and comes back; without CAP_SYS_NICE, as in a pool pod, and with this machine's RLIMIT_NICE
+    (0 unless the node raises it), it may neither rise nor come back from nice 4, and every
+    priority is left alone. (`tests/unit/test_priority.py` tries RLIMIT_NICE 20 and 25 where the
+    machine lets a process be given them.) A JDK or plugin change that moves either fails here."""
+    import os
+    import resource
+    import shutil
+    import subprocess
+
+    import pyspark
+
+    from sluice.runtime.session import LANE_OPTIONS
+
+    if os.geteuid() != 0:
+        pytest.fail("run as root, as make test does: the case with the capability needs it")
+    soft = resource.getrlimit(resource.RLIMIT_NICE)[0]
+    if soft >= 20:
+        pytest.fail(f"this test expects the kernel's default RLIMIT_NICE (0); this process has {soft}")
+    jar = jvm_sink.jar()
+    assert jar is not None, "the Sluice sink jar did not build"
+    java = str(Path(os.environ["JAVA_HOME"]) / "bin" / "java") if os.environ.get("JAVA_HOME") else shutil.which("java")
+    assert java is not None
+    classpath = f"{jar}:{Path(pyspark.__file__).parent / 'jars'}/*"
+    drop = [] if capability else ["setpriv", "--bounding-set=-sys_nice", "--inh-caps=-sys_nice", "--"]
+    proc = subprocess.run([*drop, java, *LANE_OPTIONS.split(), "-cp", classpath, "dev.sluice.sink.UrgentLane"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = proc.stdout.strip().splitlines()[-1]
+    assert said.split(":")[0] == mechanism, said
+    if not capability:
+        assert "runs at nice 0, not -5" in said and "not 0 (it needs RLIMIT_NICE 20)" in said, said
