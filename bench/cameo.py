@@ -515,7 +515,13 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
                                               for k, v in r["queries"].items()} for r in reports]
                                          for p, reports in runs.items()}
         document["urgent_lane_status"] = {p: [r.get("urgent_lane", "") for r in reports] for p, reports in runs.items()}
+        document["joins"] = {p: [r.get("joins", []) for r in reports] for p, reports in runs.items()}
+        document["after_joins"] = {p: [{q.key: on_node.join_figures(r["queries"][q.key]["timeline"], r.get("joins", []),
+                                                                   q.spec.sla.latencyTarget.ms)
+                                        for q in queries if q.key in r["queries"]} for r in reports]
+                                   for p, reports in runs.items()}
         extra += on_node.status_lines(runs, queries)
+        extra += on_node.join_lines(runs, queries, [s.critical for s in scenario.queries])
     (out / "results.json").write_text(json.dumps(document, indent=2) + "\n")
     plot(runs, summary, queries, out)
     return {"summary": summary, "table": render_table(summary, queries), "ratios": ratios(summary, scenario, queries),

@@ -160,6 +160,8 @@ class Pool:
     url: str = ""
     executors: list[list[float]] = field(default_factory=list)
     """(seconds since the load started, executors registered) at each poll."""
+    joined: dict[str, float] = field(default_factory=dict)
+    """Each executor seen, by id: when it registered with the driver (epoch seconds, Spark's own)."""
 
     def connect(self) -> None:
         secret = self.target.get("secret", f"sluice-pool-{self.name}-token", "-n", NS)
@@ -368,7 +370,9 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
                         batches[q.key].append(row)
                     last[q.key] = max(last[q.key], b.committed)
         with contextlib.suppress(OSError, ValueError):
-            pool.executors.append([round(time.time() - ready, 1), float(pool.call("/v1/executors")["current"])])
+            listed = pool.call("/v1/executors")
+            pool.executors.append([round(time.time() - ready, 1), float(listed["current"])])
+            pool.joined.update({e["id"]: float(e["addedAt"]) for e in listed.get("executors", []) if e.get("addedAt")})
         with contextlib.suppress(OSError, ValueError):
             statuses.update(pool.call("/v1/queries")["queries"])
 
@@ -399,7 +403,9 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
             break
     poll()
     report: dict[str, Any] = {"policy": policy, "target": "node", "gate": "sidecar", "started_at": ready, "queries": {}, "sent": sent,
-                              "executors": pool.executors, "drain": {"limit_s": limit,
+                              "executors": pool.executors,
+                              "joins": sorted(round(at - ready, 1) for at in pool.joined.values() if at > ready),
+                              "drain": {"limit_s": limit,
                                                                      "took_s": round(time.time() - load_end, 1)},
                               "urgent_lane": _pool_status(pool).get("urgentLane", ""), "machine": machine,
                               "cores": os.cpu_count() or 1, "gate_capacity": None, "critical_lane": CRITICAL_LANE}
@@ -449,6 +455,44 @@ def timeline_figures(timeline: list[list[Any]], start: float, end: float, sla_ms
     total = sum(w for _, w in sample)
     return {"p99_ms": weighted_quantile(sample, 0.99),
             "attainment": sum(w for v, w in sample if v <= sla_ms) / total if total else None}
+
+
+JOIN_WINDOW_S = 30.0
+"""Seconds after an executor joins that its cost is looked for (a cold JVM compiles its first minute)."""
+
+
+def join_figures(timeline: list[list[Any]], joins: list[float], sla_ms: float,
+                 window: float = JOIN_WINDOW_S) -> dict[str, Any]:
+    """A query's attainment in the `window` seconds after each executor join (`joins`: seconds
+    since the load started, as the timeline's) and over the rest of its timeline (pure)."""
+    def after(t: float) -> bool:
+        return any(j <= t < j + window for j in joins)
+
+    near = [row for row in timeline if after(row[0])]
+    rest = [row for row in timeline if not after(row[0])]
+    return {"window_s": window, "joins": [{"at_s": j, **timeline_figures(timeline, j, j + window, sla_ms)} for j in joins],
+            "after_joins": timeline_figures(near, -1e12, 1e12, sla_ms), "rest": timeline_figures(rest, -1e12, 1e12, sla_ms)}
+
+
+def join_lines(runs: dict[str, list[dict[str, Any]]], queries: list[StreamingQuery], critical: list[bool]) -> list[str]:
+    """Per run with executor joins, per critical query: attainment in the window after the joins
+    against the rest of the measured window."""
+    lines = []
+    for policy, reports in runs.items():
+        for r, report in enumerate(reports):
+            joins = report.get("joins") or []
+            for q in (q for q, c in zip(queries, critical, strict=True) if c):
+                if not joins or q.key not in report["queries"]:
+                    continue
+                f = join_figures(report["queries"][q.key]["timeline"], joins, q.spec.sla.latencyTarget.ms)
+                near, rest = f["after_joins"]["attainment"], f["rest"]["attainment"]
+
+                def pct(v: Any) -> str:
+                    return "-" if v is None else f"{v:.1%}"
+
+                lines.append(f"{policy} #{r + 1} {q.key}: executors joined at {', '.join(f'{j:.0f}' for j in joins)} s; "
+                             f"attainment {pct(near)} in the {JOIN_WINDOW_S:.0f} s after, {pct(rest)} over the rest")
+    return lines
 
 
 def _tear_down(target: NodeTarget, name: str, queries: list[StreamingQuery], namespaces: list[str]) -> None:

@@ -11,7 +11,7 @@ from sluice.api.constants import MASSES
 from sluice.api.manifest import parse_document
 from sluice.api.pool import StreamingPool
 from sluice.bench.cameo import load_scenario, variants
-from sluice.bench.node import _last_minute, pool_manifest, reserved_by
+from sluice.bench.node import _last_minute, join_figures, join_lines, pool_manifest, reserved_by
 from sluice.bench.scenario_runs import AUTO, LANE, VARIANTS, for_run
 from sluice.cli.main import main
 
@@ -119,3 +119,37 @@ def test_the_harness_figure_beside_the_status_spans_the_same_minute() -> None:
     figure = _last_minute(timeline, 130.0, 1000.0)
     assert figure["attainment"] == pytest.approx(0.25) and figure["p99_ms"] == 1500.0
     assert _last_minute([], 130.0, 1000.0) == {"p99_ms": None, "attainment": None}
+
+
+def test_an_executor_join_s_cost_is_the_attainment_in_the_window_after_it() -> None:
+    # batches every 10 s; executors joined at 31 s and 95 s; the batches at 40 and 50 s (after the
+    # first join) and 100 s (after the second) missed the 1 s SLA, the rest kept it
+    late, early = [3000.0] * len(MASSES), [300.0] * len(MASSES)
+    timeline = [[float(t), 100, late if t in (40, 50, 100) else early] for t in range(10, 141, 10)]
+    figures = join_figures(timeline, [31.0, 95.0], 1000.0)
+    assert figures["window_s"] == 30.0
+    assert [j["at_s"] for j in figures["joins"]] == [31.0, 95.0]
+    assert figures["joins"][0]["attainment"] == pytest.approx(1 / 3)  # 40, 50 late; 60 kept
+    assert figures["joins"][1]["attainment"] == pytest.approx(2 / 3)  # 100 late; 110, 120 kept
+    assert figures["after_joins"]["attainment"] == pytest.approx(3 / 6)
+    assert figures["rest"]["attainment"] == 1.0 and figures["rest"]["p99_ms"] == 300.0
+    # no join: every batch is the rest
+    assert join_figures(timeline, [], 1000.0)["after_joins"]["attainment"] is None
+
+
+def test_the_join_lines_name_each_critical_query_of_each_run_with_joins() -> None:
+    from sluice.api.constants import API_VERSION
+    from sluice.api.manifest import load_query
+
+    def q(name: str) -> Any:
+        return load_query({"apiVersion": API_VERSION, "kind": "StreamingQuery",
+                           "metadata": {"name": name, "namespace": "t"},
+                           "spec": {"pool": "p", "source": {"type": "rate", "rowsPerSecond": 1},
+                                    "pipeline": [{"filter": "value >= 0"}], "sink": {"type": "noop"},
+                                    "sla": {"latencyTarget": "1s"}}})
+
+    queries = [q("filter"), q("agg")]
+    timeline = [[40.0, 10, [3000.0] * len(MASSES)], [80.0, 10, [100.0] * len(MASSES)]]
+    report = {"joins": [35.0], "queries": {"t/filter": {"timeline": timeline}, "t/agg": {"timeline": timeline}}}
+    lines = join_lines({"cameo": [report, {"joins": [], "queries": {}}]}, queries, [True, False])
+    assert lines == ["cameo #1 t/filter: executors joined at 35 s; attainment 0.0% in the 30 s after, 100.0% over the rest"]
