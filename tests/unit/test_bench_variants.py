@@ -140,8 +140,9 @@ def test_an_executor_join_s_cost_is_the_attainment_in_the_window_after_it() -> N
 def test_the_join_lines_name_each_critical_query_of_each_run_with_joins() -> None:
     from sluice.api.constants import API_VERSION
     from sluice.api.manifest import load_query
+    from sluice.api.query import StreamingQuery
 
-    def q(name: str) -> Any:
+    def q(name: str) -> StreamingQuery:
         return load_query({"apiVersion": API_VERSION, "kind": "StreamingQuery",
                            "metadata": {"name": name, "namespace": "t"},
                            "spec": {"pool": "p", "source": {"type": "rate", "rowsPerSecond": 1},
