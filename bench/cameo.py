@@ -44,6 +44,7 @@ from sluice.runtime.session import local_cluster
 from sluice.scheduler.execution import mode_of
 from sluice.testing.sink_reads import SinkReader, latencies, production_times
 
+from .placement import LOAD_GROUP, LOAD_SHARES, SPARK_GROUP, SPARK_SHARES, Placement, open_placement
 from .procfs import SERIES_EVERY_S, ThreadSeries, tree
 from .scenario_runs import (
     AUTO,
@@ -90,10 +91,12 @@ def await_ready(runs: list[tuple[Path, Any, Path]], timeout: float = READY_SECON
 
 def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, broker: Any, folder: Path,
              log: Any = print, urgent_lane: str = "gated", delivery: Delivery | None = None,
-             gate: str = "inprocess", executors: int | None = None) -> dict[str, Any]:
+             gate: str = "inprocess", executors: int | None = None, placement: Placement | None = None) -> dict[str, Any]:
     """One variant (a policy, or AUTO), one fresh runtime: returns `sluice run`'s report (with
     timelines). `urgent_lane` is `sluice run --urgent-lane`: gated policies, all or none; `gate`
-    is `sluice run --gate`; `executors`, `sluice run --executors` (local-cluster, one core each)."""
+    is `sluice run --gate`; `executors`, `sluice run --executors` (local-cluster, one core each);
+    `placement`: the groups Spark's runs and the load go to (`bench.placement`)."""
+    placement = placement or Placement("local", reason="not asked")
     # a fresh runtime: a previous benchmark's checkpoints here would name other topics' offsets
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -121,14 +124,14 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
              "--timeline", "--workdir", str(folder / f"{prefix}work"), "--ready-file", str(folder / f"{prefix}ready"),
              "--urgent-lane", urgent_lane, "--gate", gate,
              *(["--executors", str(executors)] if executors else [])],
-            stdout=subprocess.DEVNULL, stderr=(folder / f"{prefix}run.log").open("wb"),
+            stdout=subprocess.DEVNULL, stderr=(folder / f"{prefix}run.log").open("wb"), preexec_fn=placement.spark_here,
         )))
     # The load starts once every query runs, and the runs' warm-up and duration count from then: a
     # load started at a guess of Spark's start time (8 s before 2026-11-26) left slower starts a
     # backlog (9-13 s of load before the first batch, twice) that spilled into the measured window.
     await_ready([(folder / f"{prefix}ready", proc, folder / f"{prefix}run.log") for prefix, proc in procs])
     readers = {q.key: SinkReader(broker.bootstrap, sink).start() for q, sink in zip(queries, sinks, strict=True) if sink}
-    began = machine_sample([proc.pid for _, proc in procs])
+    began, sides = machine_sample([proc.pid for _, proc in procs]), placement.cpu_seconds()
     threads, sampled = ThreadSeries(), threading.Event()
 
     def sample_threads() -> None:  # the runs' threads by kind while the load runs (JIT, GC, tasks, ...)
@@ -138,10 +141,11 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
 
     sampler = threading.Thread(target=sample_threads, name="thread-series", daemon=True)
     sampler.start()
-    producers, stop, sent = start_load(scenario, queries, topics, broker.bootstrap, seconds)
+    producers, stop, sent = start_load(scenario, queries, topics, broker.bootstrap, seconds, placement.load_thread)
     for p in producers:  # each load ends with its plan
         p.join(seconds + 60)
     machine: dict[str, Any] = machine_use(began, machine_sample([proc.pid for _, proc in procs]))
+    machine["placement"] = placement.record(sides, placement.cpu_seconds(), machine["seconds"])
     sampled.set()
     sampler.join()
     machine["series"] = threads.series
@@ -480,20 +484,32 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
             for name, policy, gate in order:
                 runs[name].append(one(policy, gate, out / "runs" / f"{name}-{r}"))
 
-    if target == "node":
-        with contextlib.ExitStack() as stack:
-            if node is None:
-                node = stack.enter_context(on_node.open_target(None, log))
-            each(lambda policy, gate, folder: on_node.run_once(scenario, queries, policy, node, folder, log))
-    else:
-        shutil.rmtree(out / "kafka", ignore_errors=True)  # the last benchmark's broker data: scratch
-        broker = KafkaBroker(out / "kafka").start()
-        log(f"kafka ready at {broker.bootstrap}")
-        try:
-            each(lambda policy, gate, folder: run_once(scenario, queries, policy, broker, folder, log, urgent_lane,
-                                                       delivery, gate, executors))
-        finally:
-            broker.stop()
+    placement = open_placement(target)
+    log(f"placement: the broker and the load in {LOAD_GROUP} ({LOAD_SHARES} shares), Spark in "
+        + (f"{SPARK_GROUP} ({SPARK_SHARES})" if target == "local" else "kubepods")
+        if placement.placed else f"placement: {placement.reason}")
+    try:
+        if target == "node":
+            with contextlib.ExitStack() as stack:
+                if node is None:
+                    node = stack.enter_context(on_node.open_target(None, log))
+                node.placement = placement
+                if node.broker.proc is not None:
+                    placement.load_process(node.broker.proc.pid)
+                each(lambda policy, gate, folder: on_node.run_once(scenario, queries, policy, node, folder, log))
+        else:
+            shutil.rmtree(out / "kafka", ignore_errors=True)  # the last benchmark's broker data: scratch
+            broker = KafkaBroker(out / "kafka").start()
+            assert broker.proc is not None
+            placement.load_process(broker.proc.pid)
+            log(f"kafka ready at {broker.bootstrap}")
+            try:
+                each(lambda policy, gate, folder: run_once(scenario, queries, policy, broker, folder, log, urgent_lane,
+                                                           delivery, gate, executors, placement))
+            finally:
+                broker.stop()
+    finally:
+        placement.close()
     summary = summarize(runs, scenario, queries)
     document = {"policies": summary["policies"], "burst_p99_ms": summary["burst"], "scenario": scenario.name,
                 "repeat": repeat, "target": target, "urgent_lane": urgent_lane, "delivery": delivery or "scenario",
@@ -508,6 +524,7 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
         document["local_cluster"] = local_cluster(executors)
     # the cores the runs had (node: the pool's pods), and what the rest of the machine took
     document["machine"] = {p: [r.get("machine") for r in reports] for p, reports in runs.items()}
+    document["placement"] = {p: [(r.get("machine") or {}).get("placement") for r in reports] for p, reports in runs.items()}
     if target == "node":
         document["executors"] = {p: [r.get("executors", []) for r in reports] for p, reports in runs.items()}
         document["status_vs_harness"] = {p: [{k: {"status": v.get("status_at_load_end"),

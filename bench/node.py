@@ -47,6 +47,7 @@ from sluice.runtime.latency import weighted_quantile
 from sluice.runtime.realtime import drain_limit
 from sluice.scheduler.execution import mode_of, reserved_slots
 
+from .placement import Placement
 from .procfs import SERIES_EVERY_S, ThreadSeries, machine_busy_seconds, pod_cpu_seconds, pod_pids
 from .scenario_runs import AUTO, drain_seconds, for_run, machine_use, start_load
 
@@ -78,6 +79,8 @@ class NodeTarget:
     cluster: Cluster
     broker: Any
     say: Callable[[str], None] = print
+    placement: Placement = field(default_factory=lambda: Placement("node", reason="not asked"))
+    """The groups the broker and the load run in, beside the node's `kubepods` (`bench.placement`)."""
 
     def get(self, *args: str) -> Any:
         proc = self.cluster.kubectl("get", *args, "-o", "json", check=False)
@@ -378,7 +381,9 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
 
     cpu = PoolCpu(pool)
     cpu.start()
-    producers, stop, sent = start_load(scenario, queries, topics, broker.bootstrap, seconds)
+    placement = pool.target.placement
+    sides = placement.cpu_seconds()
+    producers, stop, sent = start_load(scenario, queries, topics, broker.bootstrap, seconds, placement.load_thread)
     while any(p.is_alive() for p in producers) and time.time() - ready < seconds + 60:
         for _ in range(int(POLL_S / SERIES_EVERY_S)):
             time.sleep(SERIES_EVERY_S)
@@ -390,6 +395,7 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
         p.join(60)
     load_end = time.time()
     machine = cpu.use()
+    machine["placement"] = placement.record(sides, placement.cpu_seconds(), machine["seconds"])
     poll()
     loaded = dict(statuses)  # each query's status as the load stops: its costs fitted on the load's batches
     users = {key: _shown_status(pool.target.get("sq", key.split("/")[1], "-n", key.split("/")[0]))

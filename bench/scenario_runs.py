@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, cast
 
 from sluice.api.constants import POLICIES
@@ -55,16 +56,20 @@ def drain_seconds(queries: list[StreamingQuery]) -> float:
 
 
 def start_load(scenario: Scenario, queries: list[StreamingQuery], topics: list[str], bootstrap: str,
-               seconds: float) -> tuple[list[threading.Thread], threading.Event, dict[str, Any]]:
+               seconds: float, place: Callable[[], None] | None = None,
+               ) -> tuple[list[threading.Thread], threading.Event, dict[str, Any]]:
     """One producer thread per query, each its scenario load (bursts included) for `seconds` or
     until the event is set; returns the threads, the event and {query key: the load's result},
-    filled as each load ends."""
+    filled as each load ends. `place`: called first on each producer thread, before its client
+    starts threads of its own (`placement.Placement.load_thread`)."""
     from sluice.api.scenario import Burst
     from sluice.testing.load import LoadPlan, generate
 
     stop, sent = threading.Event(), cast("dict[str, Any]", {})
 
     def produce(i: int) -> None:
+        if place is not None:
+            place()
         load = scenario.queries[i].load
         bursts = [Burst(b.at.seconds, b.length.seconds, b.factor) for b in load.bursts]
         sent[queries[i].key] = generate(LoadPlan(topics[i], load.rate, seconds, bursts, load.keys), bootstrap, stop.is_set)
