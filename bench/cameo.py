@@ -484,20 +484,26 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
             for name, policy, gate in order:
                 runs[name].append(one(policy, gate, out / "runs" / f"{name}-{r}"))
 
-    placement = open_placement(target)
-    log(f"placement: the broker and the load in {LOAD_GROUP} ({LOAD_SHARES} shares), Spark in "
-        + (f"{SPARK_GROUP} ({SPARK_SHARES})" if target == "local" else "kubepods")
-        if placement.placed else f"placement: {placement.reason}")
+    placement = Placement(target, reason="not yet made")
+
+    def place() -> Placement:  # on the node once it runs: its kubepods group is the kubelet's
+        made = open_placement(target)
+        log(f"placement: the broker and the load in {LOAD_GROUP} ({LOAD_SHARES} shares), Spark in "
+            + (f"{SPARK_GROUP} ({SPARK_SHARES})" if target == "local" else "kubepods")
+            if made.placed else f"placement: {made.reason}")
+        return made
+
     try:
         if target == "node":
             with contextlib.ExitStack() as stack:
                 if node is None:
                     node = stack.enter_context(on_node.open_target(None, log))
-                node.placement = placement
+                node.placement = placement = place()
                 if node.broker.proc is not None:
                     placement.load_process(node.broker.proc.pid)
                 each(lambda policy, gate, folder: on_node.run_once(scenario, queries, policy, node, folder, log))
         else:
+            placement = place()
             shutil.rmtree(out / "kafka", ignore_errors=True)  # the last benchmark's broker data: scratch
             broker = KafkaBroker(out / "kafka").start()
             assert broker.proc is not None
