@@ -95,3 +95,15 @@ def test_executors_mount_the_checkpoint_volume_where_the_driver_does() -> None:
         assert {"name": "work", "mountPath": at} in executor["containers"][0]["volumeMounts"]
         assert {"name": "work", **volume} in executor["volumes"] and {"name": "work", **volume} in driver["volumes"]
         assert executor["securityContext"]["fsGroup"] == driver["securityContext"]["fsGroup"]
+
+
+def test_the_pool_s_critical_lane_reaches_its_scheduler_sidecar() -> None:
+    def lane_of(objects: list[dict[str, Any]]) -> str:
+        sidecar = next(c for c in _driver(objects)["containers"] if c["name"] == "scheduler")
+        args: list[str] = sidecar["args"]
+        return args[args.index("--critical-lane") + 1]
+
+    body, model = _pool()
+    assert lane_of(pool_objects(body, model, "sluice-system", "t")) == "1"  # CRITICAL_LANE, the default
+    body, model = _pool(criticalLane=3)
+    assert lane_of(pool_objects(body, model, "sluice-system", "t")) == "3"
