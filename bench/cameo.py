@@ -44,7 +44,7 @@ from sluice.runtime.session import local_cluster
 from sluice.scheduler.execution import mode_of
 from sluice.testing.sink_reads import SinkReader, latencies, production_times
 
-from .placement import LOAD_GROUP, LOAD_SHARES, SPARK_GROUP, SPARK_SHARES, Placement, open_placement
+from .placement import Placement, placed
 from .procfs import SERIES_EVERY_S, ThreadSeries, tree
 from .scenario_runs import (
     AUTO,
@@ -485,29 +485,18 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
                 runs[name].append(one(policy, gate, out / "runs" / f"{name}-{r}"))
 
     placement = Placement(target, reason="not yet made")
-
-    def place() -> Placement:  # on the node once it runs: its kubepods group is the kubelet's
-        made = open_placement(target)
-        log(f"placement: the broker and the load in {LOAD_GROUP} ({LOAD_SHARES} shares), Spark in "
-            + (f"{SPARK_GROUP} ({SPARK_SHARES})" if target == "local" else "kubepods")
-            if made.placed else f"placement: {made.reason}")
-        return made
-
     try:
         if target == "node":
             with contextlib.ExitStack() as stack:
                 if node is None:
                     node = stack.enter_context(on_node.open_target(None, log))
-                node.placement = placement = place()
-                if node.broker.proc is not None:
-                    placement.load_process(node.broker.proc.pid)
+                proc = node.broker.proc
+                node.placement = placement = placed(target, proc.pid if proc is not None else None, log)
                 each(lambda policy, gate, folder: on_node.run_once(scenario, queries, policy, node, folder, log))
         else:
-            placement = place()
             shutil.rmtree(out / "kafka", ignore_errors=True)  # the last benchmark's broker data: scratch
             broker = KafkaBroker(out / "kafka").start()
-            assert broker.proc is not None
-            placement.load_process(broker.proc.pid)
+            placement = placed(target, broker.proc.pid if broker.proc is not None else None, log)
             log(f"kafka ready at {broker.bootstrap}")
             try:
                 each(lambda policy, gate, folder: run_once(scenario, queries, policy, broker, folder, log, urgent_lane,

@@ -25,6 +25,7 @@ from sluice.api.scenario import Scenario, load_scenario
 
 from . import cameo as cameo_bench
 from .capacity_search import DEFAULT, Probe, Search, bracket, capacity, confirmed, next_multiplier
+from .placement import placed
 
 CRITICAL_ATTAINMENT = 0.99
 """Share of a critical query's rows that must be within its SLA."""
@@ -170,19 +171,24 @@ def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float,
     if target == "node":
         if node is None:
             node = stack.enter_context(on_node.open_target(None, log))
+        proc = node.broker.proc
+        node.placement = place = placed(target, proc.pid if proc is not None else None, log)
 
         def probe_run(scaled_scenario: Scenario, policy: str, folder: Path) -> dict[str, Any]:
             return on_node.run_once(scaled_scenario, queries, policy, node, folder, log=lambda _m: None)
     else:
         broker = stack.enter_context(_broker(KafkaBroker(out / "kafka")))
+        place = placed(target, broker.proc.pid if broker.proc is not None else None, log)
 
         def probe_run(scaled_scenario: Scenario, policy: str, folder: Path) -> dict[str, Any]:
             return cameo_bench.run_once(scaled_scenario, queries, policy, broker, folder, log=lambda _m: None,
-                                        urgent_lane=urgent_lane)
+                                        urgent_lane=urgent_lane, placement=place)
+    stack.callback(place.close)
     started = clock()
     probes: dict[str, list[Probe]] = {p: [] for p in policies}
     done: set[str] = set()
     durations: list[float] = []
+    placements: dict[str, list[Any]] = {}
     stopped = "every search ended"
     try:
         while len(done) < len(policies):
@@ -212,6 +218,7 @@ def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float,
                 table = cameo_bench.summarize({policy: [report]}, scenario, queries)["policies"][policy]
                 probe = judge(multiplier, table, scenario, queries, report)
                 probes[policy].append(probe)
+                placements.setdefault(policy, []).append((report.get("machine") or {}).get("placement"))
                 with (out / "probes.txt").open("a") as lines:
                     lines.write(probe_line(policy, probe, report, queries) + "\n")
                 worst = "-" if probe.worst_attainment is None else f"{probe.worst_attainment:.1%}"
@@ -237,6 +244,7 @@ def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float,
         "elapsed_s": round(clock() - started, 1),
         "max_minutes": max_minutes,
         "stopped": stopped,
+        "placement": placements,
     }
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     (out / "summary.txt").write_text(render(result) + "\n")

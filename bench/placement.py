@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,18 @@ def _shares(group: Path) -> int | None:
         return int((group / "cpu.shares").read_text())
     except (OSError, ValueError):
         return None
+
+
+def placed(target: str, broker_pid: int | None, log: Callable[[str], None]) -> Placement:
+    """`open_placement` for a benchmark whose broker runs (on the node: once the node does, its
+    `kubepods` being the kubelet's), the broker moved in, and one line saying where each side runs."""
+    made = open_placement(target)
+    if broker_pid is not None:
+        made.load_process(broker_pid)
+    log(f"placement: the broker and the load in {LOAD_GROUP} ({LOAD_SHARES} shares), Spark in "
+        + (f"{SPARK_GROUP} ({SPARK_SHARES})" if target == "local" else "kubepods")
+        if made.placed else f"placement: {made.reason}")
+    return made
 
 
 def open_placement(target: str, root: Path = CGROUPS) -> Placement:
