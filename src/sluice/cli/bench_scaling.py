@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
 from sluice.api.constants import CRITICAL_LANE, RUNTIME_CAPACITY
 from sluice.cli.common import (
-    EXIT_ERROR,
     EXIT_USAGE,
     TARGET_OPTION,
     URGENT_LANE_OPTION,
@@ -226,9 +224,7 @@ def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: 
     try:
         low, high, mid = (float(r) for r in rates.split(","))
     except ValueError:
-        click.echo(f"--rates: give three events-per-second figures, low,high,middle, such as 300,3000,1500 (got {rates!r}).",
-                   err=True)
-        sys.exit(EXIT_ERROR)
+        fail(f"--rates: give three events-per-second figures, low,high,middle, such as 300,3000,1500 (got {rates!r}).")
     if min(low, high, mid) <= 0:
         fail(f"--rates: every rate must be above zero (got {rates!r}).")
     options = ds2_bench.Options(rates=(low, high, mid), phase=phase, utilization=utilization)
@@ -239,6 +235,7 @@ def bench_ds2(policies: str, rates: str, phase: float, utilization: float, out: 
         fail(str(error))
     print_result(as_json, result, ds2_bench.table_text(result))
     click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/ds2.png ({result['wall_seconds']} s)", err=True)
+
 
 @click.command("simulate")
 @click.option("--counts", default="100,1000,10000", show_default=True, help="Queries simulated at each step (ascending).")

@@ -172,8 +172,7 @@ def parse_counts(value: str, option: str) -> tuple[int, ...]:
     except ValueError:
         counts = ()
     if not counts or any(c < 1 for c in counts) or list(counts) != sorted(set(counts)):
-        click.echo(f"{option}: give ascending whole numbers of queries, e.g. 1,10,50 (got {value!r}).", err=True)
-        sys.exit(EXIT_ERROR)
+        fail(f"{option}: give ascending whole numbers of queries, e.g. 1,10,50 (got {value!r}).")
     return counts
 
 
