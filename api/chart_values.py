@@ -10,7 +10,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from .common import DnsName
-from .constants import OPERATOR_HEALTH_PORT, OPERATOR_METRICS_PORT, RUNTIME_IMAGE
+from .constants import (
+    METRICS_FROM_NAMESPACES,
+    OPERATOR_HEALTH_PORT,
+    OPERATOR_METRICS_PORT,
+    RUNTIME_IMAGE,
+)
 
 
 class _Values(BaseModel):
@@ -33,8 +38,11 @@ class Pdb(_Values):
 
 class NetworkPolicy(_Values):
     enabled: bool = True
-    """A NetworkPolicy on the operator's pods letting in only its metrics and health ports (each
-    pool's pods get their own from the operator)."""
+    """A NetworkPolicy on the operator's pods letting in only its health port and, from the
+    namespaces below, its metrics port (each pool's pods get their own from the operator)."""
+    metricsFromNamespaces: list[DnsName] = Field(default_factory=lambda: list(METRICS_FROM_NAMESPACES))
+    """The namespaces whose pods may scrape the operator's and the pools' metrics ports (where your
+    Prometheus runs); every other pod is kept out of them. Empty: only the operator scrapes pools."""
 
 
 class PullSecret(_Values):

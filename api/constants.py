@@ -46,7 +46,11 @@ density benchmark (`sluice.testing.runtime_process`, `sluice bench density --cap
 CONTROL_PORT: Final = 8480
 """The pool runtime's control API (and its /metrics, /healthz); in a pool pod only the operator reaches it."""
 METRICS_PORT: Final = 8481
-"""A pool pod's /metrics and /healthz alone, open to Prometheus and the kubelet's probe."""
+"""A pool pod's /metrics and /healthz alone, open to the operator, to Prometheus (the pods of
+`METRICS_FROM_NAMESPACES`) and to the kubelet's probe."""
+METRICS_FROM_NAMESPACES: Final[tuple[str, ...]] = ("monitoring",)
+"""The namespaces whose pods may scrape the operator's and the pools' metrics ports unless the
+chart says others (`networkPolicy.metricsFromNamespaces`, `SLUICE_METRICS_FROM`)."""
 OPERATOR_POD_LABEL: Final = ("sluice.dev/role", "operator")
 """The label on the operator's pods (the chart sets it): a pool's NetworkPolicy lets these reach its control API."""
 SCHEDULER_PORT: Final = 8470

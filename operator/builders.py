@@ -236,14 +236,19 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
 
 def network_policies(model: StreamingPool, namespace: str, pool: dict[str, Any]) -> list[dict[str, Any]]:
     """Who may reach a pool's pods: its driver's control API only the operator's pods; the driver's
-    Spark ports only the pool's own executors; its metrics port anyone (Prometheus, the kubelet's
-    probe); the executors only the pool's driver and executors. Egress is left open (sources and
-    sinks are anywhere). Enforced by the cluster's network plugin, where it enforces NetworkPolicy."""
+    Spark ports only the pool's own executors; its metrics port the operator and the pods of the
+    namespaces the operator is told Prometheus runs in (`Settings.metrics_from`; the kubelet's probe
+    comes from the node, which NetworkPolicy never blocks); the executors only the pool's driver and
+    executors. Egress is left open (sources and sinks are anywhere). Enforced by the cluster's
+    network plugin, where it enforces NetworkPolicy."""
     name = base_name(model.metadata.name)
     pool_pods = {"sluice.dev/pool": model.metadata.name}
     driver = {**labels(model.metadata.name), "sluice.dev/role": "driver"}
     executors = {**pool_pods, "spark-role": "executor"}
     operator = dict([OPERATOR_POD_LABEL])
+    monitoring = settings.current().metrics_from
+    scrapers = [{"namespaceSelector": {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(monitoring)}]}}] if monitoring else []
 
     def tcp(*ports: int) -> list[dict[str, Any]]:
         return [{"protocol": "TCP", "port": port} for port in ports]
@@ -256,7 +261,7 @@ def network_policies(model: StreamingPool, namespace: str, pool: dict[str, Any])
         policy("driver", driver, [
             {"from": [{"podSelector": {"matchLabels": operator}}], "ports": tcp(CONTROL_PORT)},
             {"from": [{"podSelector": {"matchLabels": executors}}], "ports": tcp(DRIVER_PORT, BLOCK_MANAGER_PORT)},
-            {"ports": tcp(METRICS_PORT)},
+            {"from": [{"podSelector": {"matchLabels": operator}}, *scrapers], "ports": tcp(METRICS_PORT)},
         ]),
         # shuffle and broadcast blocks move between executors and from the driver on ports Spark picks
         policy("executors", executors, [{"from": [{"podSelector": {"matchLabels": pool_pods}}]}]),

@@ -13,6 +13,8 @@
   SLUICE_STATUS_INTERVAL      seconds between a query's status syncs
   SLUICE_POOL_SYNC_INTERVAL   seconds between a pool's syncs (and DS2 decisions)
   SLUICE_RUNTIME_IMAGE        the image of pools without spec.image
+  SLUICE_METRICS_FROM         comma-separated namespaces whose pods may scrape pools' metrics ports
+                              (unset: METRICS_FROM_NAMESPACES; empty: none but the operator)
   KUBECONFIG                  outside a pod: the kubeconfig to use
 
 `current()` parses the environment the first time it is asked; a bad value raises
@@ -24,16 +26,25 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import socket
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from sluice.api.constants import OPERATOR_HEALTH_PORT, OPERATOR_METRICS_PORT, RUNTIME_IMAGE
+from sluice.api.constants import (
+    METRICS_FROM_NAMESPACES,
+    OPERATOR_HEALTH_PORT,
+    OPERATOR_METRICS_PORT,
+    RUNTIME_IMAGE,
+)
 
 
 class SettingsError(ValueError):
     pass
+
+
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +59,7 @@ class Settings:
     pool_sync_interval: float = 15.0
     kubeconfig: str | None = None
     runtime_image: str = RUNTIME_IMAGE
+    metrics_from: tuple[str, ...] = METRICS_FROM_NAMESPACES
     peering_name: str = "sluice.dev"
     peering_priority: int = field(default_factory=lambda: peering_priority(socket.gethostname()))
     peering_lifetime: int = 60
@@ -70,6 +82,16 @@ class Settings:
         level = env.get("SLUICE_LOG_LEVEL", "info").upper()
         if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise SettingsError(f"SLUICE_LOG_LEVEL is {level.lower()!r}; set debug, info, warning or error")
+        def namespaces(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+            if name not in env:
+                return default
+            names = tuple(n.strip() for n in env[name].split(",") if n.strip())
+            bad = [n for n in names if not DNS_LABEL.fullmatch(n)]
+            if bad:
+                raise SettingsError(f"{name} names {bad[0]!r}, not a namespace; set comma-separated namespace names "
+                                    "such as monitoring, or nothing for none")
+            return names
+
         def port(name: str, default: int) -> int:
             return int(number(name, default, lambda v: v == -1 or (0 <= v < 65536 and v == int(v)),
                               "a TCP port (0 picks a free one) or -1 for none"))
@@ -86,6 +108,7 @@ class Settings:
                                       seconds),
             kubeconfig=env.get("KUBECONFIG") or None,
             runtime_image=env.get("SLUICE_RUNTIME_IMAGE") or RUNTIME_IMAGE,
+            metrics_from=namespaces("SLUICE_METRICS_FROM", METRICS_FROM_NAMESPACES),
             peering_name=env.get("SLUICE_PEERING_NAME") or _DEFAULT.peering_name,
             peering_priority=int(number("SLUICE_PEERING_PRIORITY", peering_priority(env.get("HOSTNAME") or socket.gethostname()),
                                         lambda v: math.isfinite(v) and v == int(v) and 0 <= v < 2**31, "a whole number from 0 to 2147483647")),

@@ -7,14 +7,17 @@
 #     plugins only, coredns/main.go);
 #   - promtool and Prometheus (`go install`, static and file service discovery only: the tests
 #     scrape static targets);
-#   - the kstatus tool (kstatus/, a module of its own).
+#   - the kstatus tool (kstatus/, a module of its own);
+#   - with --node, the node's NetworkPolicy enforcer (netpol/, a module of its own: kube-network-policies'
+#     controller run as a host process).
 #
 # Binaries are cached outside the repo, keyed by what they are built from, so a warm run costs a
 # few checks:
 #   ${SLUICE_CACHE:-$HOME/.cache/sluice}/bin/kube-<version>-<hash of the wrapper module>/{kube-apiserver,kubectl,etcd,helm,kubelet,...,coredns}
 #   ${SLUICE_CACHE:-$HOME/.cache/sluice}/bin/prometheus-<PROMETHEUS_MODULE>-static/{promtool,prometheus}
 #   ${SLUICE_CACHE:-$HOME/.cache/sluice}/bin/kstatus-<hash of kstatus/>/kstatus
-# Prints the directories (kube, helm, prometheus, kstatus[, coredns]) on stdout, one per line
+#   ${SLUICE_CACHE:-$HOME/.cache/sluice}/bin/netpol-<hash of netpol/>/kube-network-policies
+# Prints the directories (kube, helm, prometheus, kstatus[, coredns, netpol]) on stdout, one per line
 # (helm and CoreDNS sit in the kube directory); progress goes to stderr.
 set -euo pipefail
 
@@ -31,6 +34,7 @@ hash_of() { cat "$@" | sha256sum | cut -c1-12; }
 kube_dir="$cache/kube-$KUBE_VERSION-$(cd "$here" && hash_of go.mod go.sum tools.go etcd/main.go coredns/main.go)"
 prometheus_dir="$cache/prometheus-$PROMETHEUS_MODULE-static"
 kstatus_dir="$cache/kstatus-$(cd "$here/kstatus" && hash_of go.mod go.sum main.go)"
+netpol_dir="$cache/netpol-$(cd "$here/netpol" && hash_of go.mod go.sum main.go)"
 # the node's components report their real version (kubelet's Node status, kubectl version), and
 # helm its own
 major="${KUBE_VERSION#v}"; minor="${major#*.}"; major="${major%%.*}"; minor="${minor%%.*}"
@@ -85,8 +89,12 @@ fi
 if [[ ! -x "$kstatus_dir/kstatus" ]]; then
   build "$kstatus_dir" "kstatus (sigs.k8s.io/cli-utils)" bash -c 'cd kstatus && go build -trimpath -ldflags=-s -o "$0/kstatus" .' @OUT@
 fi
+if $node && [[ ! -x "$netpol_dir/kube-network-policies" ]]; then
+  build "$netpol_dir" "kube-network-policies (the node's NetworkPolicy enforcer)" \
+    bash -c 'cd netpol && go build -trimpath -ldflags=-s -o "$0/kube-network-policies" .' @OUT@
+fi
 echo "$kube_dir"   # kube
 echo "$kube_dir"   # helm
 echo "$prometheus_dir"
 echo "$kstatus_dir"
-if $node; then echo "$kube_dir"; fi   # coredns
+if $node; then echo "$kube_dir"; echo "$netpol_dir"; fi   # coredns, the enforcer

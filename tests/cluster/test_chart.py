@@ -181,7 +181,7 @@ def test_monitors_carry_the_selecting_labels_and_find_the_pool_pods(crds_install
     assert selector.items() <= pod["metadata"]["labels"].items()
     port = docs["PodMonitor"]["spec"]["podMetricsEndpoints"][0]["port"]
     assert port in {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
-    # the metrics port is the one a pool's NetworkPolicy opens to everyone; the operator's pods
+    # the metrics port is the one a pool's NetworkPolicy opens to Prometheus's namespaces; the operator's pods
     # carry the label its control-port rule lets in
     assert port == "metrics"
     operator_pod = docs["Deployment"]["spec"]["template"]["metadata"]["labels"]

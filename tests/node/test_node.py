@@ -24,7 +24,13 @@ from typing import Any
 import pytest
 import yaml
 
-from sluice.api.constants import CONTROL_PORT, DRIVER_PORT, METRICS_PORT, OPERATOR_METRICS_PORT
+from sluice.api.constants import (
+    BLOCK_MANAGER_PORT,
+    CONTROL_PORT,
+    DRIVER_PORT,
+    METRICS_PORT,
+    OPERATOR_METRICS_PORT,
+)
 from sluice.testing.checkov import scan, skips, unexplained
 from sluice.testing.kafka import KafkaBroker
 from sluice.testing.load import EVENT_SCHEMA, LoadPlan, generate
@@ -236,38 +242,194 @@ def test_the_readmes_quick_start_brings_a_query_to_ready(release: NodeCluster) -
         release.kubectl("delete", "-f", str(ROOT / "examples" / "first-query.yaml"), "--timeout=120s", check=False)
 
 
-def test_the_pools_network_policies_select_its_real_pods(release: NodeCluster) -> None:
-    """Each NetworkPolicy of the pool selects the pods it means, by the labels those pods really carry
-    (Spark's own `spark-role` on executor pods, the chart's on the operator pod). This node's bridge
-    plugin does not enforce NetworkPolicy, and no plugin that does builds here (docs/development.md), so this checks
-    selection, not enforcement. The metrics port serves /metrics without the control API's token."""
-    node = release
+PROBE = """
+import concurrent.futures, json, socket, sys
+def opens(target):
+    host, port = target.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=float(sys.argv[1])).close()
+        return True
+    except OSError:
+        return False
+targets = sys.argv[2:]
+with concurrent.futures.ThreadPoolExecutor(len(targets)) as pool:
+    print(json.dumps(dict(zip(targets, pool.map(opens, targets)))))
+"""
+"""Opens a TCP connection to each host:port at once; prints which opened. A port a policy closes
+times out (the enforcer drops the first packet), so the timeout bounds a refused probe."""
 
-    def selected(selector: dict[str, Any]) -> set[str]:
-        text = ",".join(f"{k}={v}" for k, v in selector["matchLabels"].items())
-        return {p["metadata"]["name"] for p in pods(node, text)}
+LISTENING = """
+ports = set()
+for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for line in open(name).read().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        address, port = local.split(":")
+        if state == "0A" and address not in ("0100007F", "00000000000000000000000001000000"):
+            ports.add(int(port, 16))
+print(" ".join(map(str, sorted(ports))))
+"""
+"""The TCP ports a pod listens on beyond its loopback, from its own /proc."""
 
-    policies = {p["metadata"]["name"].removeprefix(f"sluice-pool-{POOL}-"): p["spec"]
-                for p in get(node, "networkpolicies", "-n", NS, "-l", f"sluice.dev/pool={POOL}")["items"]}
-    assert set(policies) == {"driver", "executors"}
-    driver = {p["metadata"]["name"] for p in pods(node, DRIVER)}
-    executors = {p["metadata"]["name"] for p in pods(node, EXECUTORS)}
-    operator = {p["metadata"]["name"] for p in pods(node, "app.kubernetes.io/component=operator")}
-    assert len(driver) == 1 and executors and len(operator) == 1
-    assert selected(policies["driver"]["podSelector"]) == driver
-    by_port = {rule["ports"][0]["port"]: rule for rule in policies["driver"]["ingress"]}
-    assert selected(by_port[CONTROL_PORT]["from"][0]["podSelector"]) == operator
-    assert selected(by_port[DRIVER_PORT]["from"][0]["podSelector"]) == executors
-    assert "from" not in by_port[METRICS_PORT]  # Prometheus and the kubelet's probe, from anywhere
-    assert selected(policies["executors"]["podSelector"]) == executors
-    assert selected(policies["executors"]["ingress"][0]["from"][0]["podSelector"]) == driver | executors
-    (pod,) = pods(node, DRIVER)
-    with urllib.request.urlopen(f"http://{pod['status']['podIP']}:{METRICS_PORT}/metrics", timeout=10) as response:
-        assert "sluice_runtime" in response.read().decode()
-    denied = urllib.request.Request(f"http://{pod['status']['podIP']}:{METRICS_PORT}/v1/queries")
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(denied, timeout=10)
-    assert refused.value.code == 404  # the metrics port serves nothing of the control API
+
+def opens(node: NodeCluster, namespace: str, pod: str, targets: list[str], timeout: float = 3) -> dict[str, bool]:
+    """From inside `pod`, which of `targets` (host:port) accept a connection."""
+    proc = node.kubectl("exec", "-n", namespace, pod, "--", "python3", "-c", PROBE, str(timeout), *targets, timeout=90)
+    return dict(json.loads(proc.stdout))
+
+
+def listening(node: NodeCluster, namespace: str, pod: str) -> list[int]:
+    proc = node.kubectl("exec", "-n", namespace, pod, "--", "python3", "-c", LISTENING, timeout=60)
+    return [int(port) for port in proc.stdout.split()]
+
+
+class TestIsolation:
+    """Tenants' pods, another pool's and a namespace the pool does not admit, opening real
+    connections to the pool's pods on this node, where kube-network-policies enforces the
+    NetworkPolicies Sluice writes (`sluice.testing.node`; on kind, kindnet's enforcer). Every port
+    a pod is kept from is one its pool's own pods reach in the same test, so a probe that fails to
+    open means the policy, not a closed port. Checked once by hand: with the pool's policies
+    deleted, every refusal here turns into an open connection."""
+
+    PODS: dict[tuple[str, str], dict[str, str]] = {
+        ("payments", "tenant"): {"app": "tenant"},  # a namespace the pool admits
+        ("intruders", "outsider"): {"app": "outsider"},  # one it does not
+        # another pool's executor beside this pool's pods, and one that wears this pool's labels in
+        # another namespace
+        (NS, "other-pool-executor"): {"sluice.dev/pool": "other", "spark-role": "executor"},
+        ("elsewhere", "lookalike"): {"sluice.dev/pool": POOL, "spark-role": "executor"},
+        ("monitoring", "prometheus"): {"app": "prometheus"},  # where the chart says Prometheus runs
+    }
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def probes(cls, release: NodeCluster) -> Iterator[NodeCluster]:
+        from sluice.api.constants import RUNTIME_IMAGE
+
+        objects: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+                                         for name in ("intruders", "elsewhere", "monitoring")]
+        for (namespace, name), pod_labels in cls.PODS.items():
+            objects.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": pod_labels},
+                            "spec": {"terminationGracePeriodSeconds": 0, "containers": [{
+                                "name": "probe", "image": RUNTIME_IMAGE, "imagePullPolicy": "IfNotPresent",
+                                "command": ["sleep", "3600"], "resources": {"requests": {"cpu": "10m"}}}]}})
+        release.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+        for namespace, name in cls.PODS:
+            release.kubectl("wait", "-n", namespace, "--for=condition=Ready", f"pod/{name}", "--timeout=120s", timeout=150)
+        yield release
+        release.kubectl("delete", "pod", "-n", NS, "other-pool-executor", "--wait=true", check=False)
+        release.kubectl("delete", "namespace", "intruders", "elsewhere", "monitoring", "--wait=false", check=False)
+        release.kubectl("delete", "pod", "-n", "payments", "tenant", "--wait=false", check=False)
+
+    @staticmethod
+    def pool(node: NodeCluster) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """The pool's driver, an executor and the operator, as running pods."""
+        (driver,) = pods(node, DRIVER)
+        executor = pods(node, EXECUTORS)[0]
+        (operator,) = pods(node, "app.kubernetes.io/component=operator")
+        return driver, executor, operator
+
+    def targets(self, node: NodeCluster) -> dict[str, list[str]]:
+        """Every port the pool's pods listen on, by pod IP, and the control API by its Service."""
+        driver, executor, _ = self.pool(node)
+        service = get(node, "service", f"sluice-pool-{POOL}", "-n", NS)["spec"]["clusterIP"]
+        return {"driver": [f"{driver['status']['podIP']}:{port}" for port in listening(node, NS, driver["metadata"]["name"])],
+                "executor": [f"{executor['status']['podIP']}:{port}" for port in listening(node, NS, executor["metadata"]["name"])],
+                "service": [f"{service}:{CONTROL_PORT}"]}
+
+    def test_a_tenants_pod_opens_no_port_of_the_pool_and_the_operator_opens_its_control_api(self, probes: NodeCluster) -> None:
+        node = probes
+        driver, _, operator = self.pool(node)
+        ports = self.targets(node)
+        driver_ip = driver["status"]["podIP"]
+        # what the pods serve: the control API, Spark's driver and block manager ports, the metrics
+        # port on the driver; the executor's block manager (Spark picks its port; an executor's RPC
+        # environment is a client's, it listens on nothing else)
+        assert {f"{driver_ip}:{port}" for port in (CONTROL_PORT, DRIVER_PORT, BLOCK_MANAGER_PORT, METRICS_PORT)} <= set(ports["driver"])
+        assert ports["executor"], "the executor pod listens on no port"
+        # and the operator's metrics port (the chart's policy), which Prometheus's namespace opens
+        scraped = f"{operator['status']['podIP']}:{OPERATOR_METRICS_PORT}"
+        everything = ports["driver"] + ports["executor"] + ports["service"] + [scraped]
+        tenant = opens(node, "payments", "tenant", everything)
+        assert not any(tenant.values()), {t: ok for t, ok in tenant.items() if ok}
+        assert opens(node, "monitoring", "prometheus", [scraped], timeout=10) == {scraped: True}
+        assert opens(node, NS, operator["metadata"]["name"], [f"{driver_ip}:{CONTROL_PORT}", *ports["service"]],
+                     timeout=10) == {f"{driver_ip}:{CONTROL_PORT}": True, ports["service"][0]: True}
+        # the executor's ports: its own pool's driver opens every one of them
+        assert all(opens(node, NS, driver["metadata"]["name"], ports["executor"], timeout=10).values())
+
+    def test_the_pools_driver_and_executors_reach_each_other_and_the_broker(
+            self, probes: NodeCluster, node_broker: KafkaBroker) -> None:
+        node = probes
+        driver, executor, _ = self.pool(node)
+        driver_ip = driver["status"]["podIP"]
+        spark = [f"{driver_ip}:{DRIVER_PORT}", f"{driver_ip}:{BLOCK_MANAGER_PORT}", node_broker.bootstrap]
+        assert opens(node, NS, executor["metadata"]["name"], spark, timeout=10) == dict.fromkeys(spark, True)
+        assert opens(node, NS, driver["metadata"]["name"], [node_broker.bootstrap], timeout=10) == {node_broker.bootstrap: True}
+        # and the driver's control API is not the executors' to open
+        assert opens(node, NS, executor["metadata"]["name"], [f"{driver_ip}:{CONTROL_PORT}"]) == {f"{driver_ip}:{CONTROL_PORT}": False}
+
+    def test_another_pools_pod_and_a_lookalike_elsewhere_open_nothing_of_the_pool(self, probes: NodeCluster) -> None:
+        node = probes
+        ports = self.targets(node)
+        everything = ports["driver"] + ports["executor"] + ports["service"]
+        for namespace, name in ((NS, "other-pool-executor"), ("elsewhere", "lookalike")):
+            opened = opens(node, namespace, name, everything)
+            assert not any(opened.values()), (name, {t: ok for t, ok in opened.items() if ok})
+
+    def test_a_namespace_the_pool_does_not_admit_has_its_query_refused_and_opens_nothing(self, probes: NodeCluster) -> None:
+        node = probes
+        refused = query("intruder", "payments", "stolen", "localhost:9092")
+        refused["metadata"]["namespace"] = "intruders"
+        node.kubectl("apply", "-f", "-", input=yaml.safe_dump(refused))
+        try:
+            condition = wait_for(lambda: next((c for c in ((get(node, "sq", "intruder", "-n", "intruders") or {}).get("status") or {})
+                                               .get("conditions", []) if c["type"] == "Admitted"), None),
+                                 timeout=60, what="the intruding query's Admitted condition")
+            assert condition["status"] == "False" and condition["reason"] == "NamespaceNotAllowed", condition
+            assert "intruders/intruder" not in runtime(node, "/v1/queries")["queries"]
+        finally:
+            node.kubectl("delete", "sq", "intruder", "-n", "intruders", "--timeout=60s", check=False)
+        ports = self.targets(node)
+        opened = opens(node, "intruders", "outsider", ports["driver"] + ports["executor"] + ports["service"])
+        assert not any(opened.values()), {t: ok for t, ok in opened.items() if ok}
+
+    def test_prometheus_namespace_opens_the_metrics_port_alone_and_it_serves_no_control_api(self, probes: NodeCluster) -> None:
+        node = probes
+        driver, _, _ = self.pool(node)
+        ip = driver["status"]["podIP"]
+        ports = self.targets(node)
+        opened = opens(node, "monitoring", "prometheus", ports["driver"] + ports["executor"])
+        assert {t for t, ok in opened.items() if ok} == {f"{ip}:{METRICS_PORT}"}, opened
+        # what it serves there (asked from the node, as the kubelet's probe is): metrics, without a
+        # token, and nothing of the control API
+        with urllib.request.urlopen(f"http://{ip}:{METRICS_PORT}/metrics", timeout=10) as response:
+            assert "sluice_runtime" in response.read().decode()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(f"http://{ip}:{METRICS_PORT}/v1/queries"), timeout=10)
+        assert refused.value.code == 404
+
+    def test_the_control_api_refuses_an_allowed_pod_without_this_pools_token(self, probes: NodeCluster) -> None:
+        """From the operator's pod, which the policy lets in: no token, another pool's token (one the
+        operator would make, secrets.token_urlsafe(32): a second pool's driver does not fit on this
+        node's two cores beside the first), then this pool's."""
+        import secrets
+
+        node = probes
+        driver, _, operator = self.pool(node)
+        token = base64.b64decode(get(node, "secret", f"sluice-pool-{POOL}-token", "-n", NS)["data"]["token"]).decode()
+        asks = """
+import sys, urllib.error, urllib.request
+for token in sys.argv[2:]:
+    request = urllib.request.Request(sys.argv[1], headers={"Authorization": f"Bearer {token}"} if token != "-" else {})
+    try:
+        print(urllib.request.urlopen(request, timeout=10).status)
+    except urllib.error.HTTPError as error:
+        print(error.code)
+"""
+        url = f"http://{driver['status']['podIP']}:{CONTROL_PORT}/v1/queries"
+        proc = node.kubectl("exec", "-n", NS, operator["metadata"]["name"], "--", "python3", "-c", asks, url,
+                            "-", secrets.token_urlsafe(32), token, timeout=90)
+        assert proc.stdout.split() == ["401", "401", "200"], proc.stdout
 
 
 def test_the_running_pools_real_objects_pass_checkov_but_for_reasoned_skips(release: NodeCluster, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import yaml
 
 from sluice.api.pool import StreamingPool
@@ -69,7 +70,9 @@ def test_a_pools_network_policies_open_the_control_api_to_the_operator_and_spark
     assert rules == {
         (CONTROL_PORT,): [{"podSelector": {"matchLabels": dict([OPERATOR_POD_LABEL])}}],
         (DRIVER_PORT, BLOCK_MANAGER_PORT): [{"podSelector": {"matchLabels": {"sluice.dev/pool": "shared", "spark-role": "executor"}}}],
-        (METRICS_PORT,): None,
+        (METRICS_PORT,): [{"podSelector": {"matchLabels": dict([OPERATOR_POD_LABEL])}},
+                          {"namespaceSelector": {"matchExpressions": [
+                              {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["monitoring"]}]}}],
     }
     assert executors["podSelector"]["matchLabels"] == {"sluice.dev/pool": "shared", "spark-role": "executor"}
     assert executors["ingress"] == [{"from": [{"podSelector": {"matchLabels": {"sluice.dev/pool": "shared"}}}]}]
@@ -80,6 +83,26 @@ def test_a_pools_network_policies_open_the_control_api_to_the_operator_and_spark
     assert {CONTROL_PORT, METRICS_PORT, DRIVER_PORT, BLOCK_MANAGER_PORT} <= served
     assert runtime["readinessProbe"]["httpGet"]["port"] == "metrics"
     assert runtime["args"][runtime["args"].index("--metrics-port") + 1] == str(METRICS_PORT)
+
+
+def test_a_pools_metrics_port_opens_to_the_namespaces_the_operator_is_told_and_to_no_one_else() -> None:
+    from sluice.api.constants import METRICS_PORT
+    from sluice.operator.settings import Settings, SettingsError
+
+    def metrics_from(env: dict[str, str]) -> list[dict[str, object]]:
+        settings.use(Settings.from_env(env))
+        try:
+            body, model = _pool()
+            driver = next(o["spec"] for o in pool_objects(body, model, "sluice-system", "t")
+                          if o["kind"] == "NetworkPolicy" and o["metadata"]["name"].endswith("-driver"))
+        finally:
+            settings.use(None)
+        return next(rule["from"] for rule in driver["ingress"] if rule["ports"] == [{"protocol": "TCP", "port": METRICS_PORT}])
+
+    assert metrics_from({"SLUICE_METRICS_FROM": "obs, prom"})[1]["namespaceSelector"]["matchExpressions"][0]["values"] == ["obs", "prom"]
+    assert len(metrics_from({"SLUICE_METRICS_FROM": ""})) == 1  # the operator's pods alone
+    with pytest.raises(SettingsError, match="SLUICE_METRICS_FROM names 'Prom'"):
+        Settings.from_env({"SLUICE_METRICS_FROM": "Prom"})
 
 
 def test_executors_mount_the_checkpoint_volume_where_the_driver_does() -> None:

@@ -57,10 +57,12 @@ class Binaries(NamedTuple):
     prometheus: Path
     kstatus: Path
     coredns: Path | None = None
+    netpol: Path | None = None
+    """The node's NetworkPolicy enforcer (kube-network-policies)."""
 
 
 def build_binaries(node: bool = False) -> Binaries:
-    """Build or reuse the binaries (with `node`, also the node's and CoreDNS)."""
+    """Build or reuse the binaries (with `node`, also the node's, CoreDNS and the NetworkPolicy enforcer)."""
     script = SCRIPTS / "build-binaries.sh"
     if not script.exists():
         raise ControlPlaneError(f"{script} is missing: the test clusters run from a source checkout of Sluice.")
@@ -76,7 +78,7 @@ def build_binaries(node: bool = False) -> Binaries:
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise ControlPlaneError(last)
-    dirs = [Path(line) for line in proc.stdout.strip().splitlines()[-(5 if node else 4):]]
+    dirs = [Path(line) for line in proc.stdout.strip().splitlines()[-(6 if node else 4):]]
     return Binaries(*dirs)
 
 

@@ -1,19 +1,29 @@
 """A real single-node Kubernetes on this machine, for the node test tier and `sluice dev cluster`.
 
 The control plane of `controlplane.py` (etcd, kube-apiserver) on the node's own address, plus
-kube-controller-manager, kube-scheduler, containerd + runc, kubelet, kube-proxy (iptables mode)
-and CoreDNS, all built from the Go module proxy or installed from Debian's packages. Pods get
+kube-controller-manager, kube-scheduler, containerd + runc, kubelet, kube-proxy (iptables mode),
+CoreDNS and a NetworkPolicy enforcer (kube-network-policies), all built from the Go module proxy or
+installed from Debian's packages. Pods get
 addresses from a bridge CNI network; Services work through kube-proxy, `kubernetes.default.svc`
 included; DNS names resolve through CoreDNS, which runs on the host behind a selectorless
 `kube-dns` Service. Images come from `images/build-local.sh` (no registry) and are imported into
 containerd before the kubelet starts.
+
+NetworkPolicies are enforced: kube-network-policies' controller judges the first packet of every
+new connection from or to a pod by the cluster's NetworkPolicies, read from an nfqueue. Upstream
+diverts those packets with nftables' `queue` expression, which this VM's kernel lacks (nft_queue is
+not built; the xtables NFQUEUE target is), so the node puts them in the queue with one iptables
+chain of its own (`NETPOL_CHAIN`, at the mangle table's POSTROUTING: after Services' DNAT, before
+masquerading, as upstream's chain); the controller's own nftables sync then fails and says so in
+its log, harmlessly. The node's root-owned traffic (the kubelet's probes, the tests' requests from
+the host) passes unjudged, as upstream does.
 
 What this machine taught (docs/development.md): runc cannot write oom_score_adj here, so
 containerd runs with `restrict_oom_score_adj` and kube-proxy with `--oom-score-adj 0`; kubelet
 1.34 must be told that cgroup v1 is allowed; the apiserver reaches the kubelet by the node's IP.
 
 Teardown undoes what start did on the host: pods deleted, processes stopped (containerd's shims
-too), mounts under the state directory, the `cni0` bridge, kube-proxy's iptables chains.
+too), mounts under the state directory, the `cni0` bridge, kube-proxy's and the enforcer's iptables chains.
 """
 
 from __future__ import annotations
@@ -48,7 +58,12 @@ NICE_LIMIT = 25
 CAP_SYS_NICE may then go down to nice -5 (20 - 25), which the urgent lane's threads take
 (`sluice.runtime.priority`). A node setting, as `LimitNICE=25` in containerd's systemd unit would
 be; `sluice dev cluster up --nice-limit 0` starts a node without it."""
-MARKERS = ("containerd", "kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler", "coredns")
+NETPOL_QUEUE = 100
+"""The nfqueue the enforcer reads (kube-network-policies' default)."""
+NETPOL_CHAIN = "SLUICE-NETPOL"
+"""The node's iptables chain (mangle table) that puts new pod connections in `NETPOL_QUEUE`."""
+MARKERS = ("containerd", "kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler", "coredns",
+           "kube-network-policies")
 SYSCTLS = {"net/ipv4/ip_forward": "1", "net/bridge/bridge-nf-call-iptables": "1",
            "net/bridge/bridge-nf-call-ip6tables": "1"}
 
@@ -163,8 +178,8 @@ class NodeCluster:
                             "stop it first (for a dev cluster: sluice dev cluster down).")
         started = time.monotonic()
         self.say("building (or reusing) kube-apiserver, etcd, kubelet, CoreDNS ...")
-        kube, helm, _prometheus, _kstatus, coredns = build_binaries(node=True)
-        assert coredns is not None  # built with node=True
+        kube, helm, _prometheus, _kstatus, coredns, netpol = build_binaries(node=True)
+        assert coredns is not None and netpol is not None  # built with node=True
         self.timings["binaries_s"] = time.monotonic() - started
         mark = time.monotonic()
         self.say(f"binaries ready in {self.timings['binaries_s']:.0f} s; building (or reusing) the images ...")
@@ -197,6 +212,7 @@ class NodeCluster:
             self.say("starting the kubelet, kube-proxy and CoreDNS; waiting for the node to be Ready ...")
             self._kubelet(kube)
             self._kube_proxy(kube)
+            self._network_policies(netpol)
             self._dns(coredns)
             self._wait_ready()
         except BaseException:
@@ -332,6 +348,26 @@ state = "{root / 'state'}"
             "--conntrack-max-per-core", "0", "--healthz-bind-address", "127.0.0.1:10256",
             "--metrics-bind-address", "127.0.0.1:10249", "--v=0",
         ])
+
+    def _network_policies(self, netpol: Path) -> None:
+        """The enforcer, then the chain that feeds it (fail closed: a queued packet that nobody
+        reads is dropped, as upstream's default)."""
+        self._spawn("kube-network-policies", [
+            str(netpol / "kube-network-policies"), "--kubeconfig", str(self.kubeconfig),
+            "--hostname-override", NODE_NAME, "--nfqueue-id", str(NETPOL_QUEUE), "--v=0",
+        ])
+        rules = [["-N", NETPOL_CHAIN],
+                 ["-A", NETPOL_CHAIN, "-m", "owner", "--uid-owner", "0", "-j", "RETURN"],
+                 ["-A", NETPOL_CHAIN, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN"],
+                 ["-A", NETPOL_CHAIN, "-s", POD_CIDR, "-j", "NFQUEUE", "--queue-num", str(NETPOL_QUEUE)],
+                 ["-A", NETPOL_CHAIN, "-d", POD_CIDR, "-j", "NFQUEUE", "--queue-num", str(NETPOL_QUEUE)],
+                 ["-A", "POSTROUTING", "-j", NETPOL_CHAIN]]
+        for rule in rules:
+            proc = subprocess.run(["iptables", "-t", "mangle", *rule], capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise NodeError(f"Could not divert pod connections to the NetworkPolicy enforcer (iptables {' '.join(rule)}: "
+                                f"{proc.stderr.strip()}); the kernel needs the NFQUEUE target (nfnetlink_queue) "
+                                "and the owner and conntrack matches.")
 
     def _dns(self, coredns: Path) -> None:
         corefile = self.state / "Corefile"
@@ -493,22 +529,26 @@ def undo_host(state: Path, sysctls: dict[str, str]) -> None:
             netns.unlink()
 
 
+PREFIXES = ("KUBE-", "CNI-", "SLUICE-")
+
+
 def _flush_chains(tool: str) -> None:
-    """Remove kube-proxy's and the CNI plugins' chains (KUBE-*, CNI-*) from every table."""
+    """Remove kube-proxy's, the CNI plugins' and the node's own chains (KUBE-*, CNI-*, SLUICE-*)
+    from every table."""
     if shutil.which(tool) is None:
         return
     for table in ("filter", "nat", "mangle"):
         listing = subprocess.run([tool, "-t", table, "-S"], capture_output=True, text=True).stdout.splitlines()
-        ours = [line for line in listing if line.startswith("-A ") and ("KUBE-" in line or "CNI-" in line)]
+        ours = [line for line in listing if line.startswith("-A ") and any(prefix in line for prefix in PREFIXES)]
         for rule in ours:
             words = shlex.split(rule)  # comments are quoted: "kubernetes service portals"
-            if not words[1].startswith(("KUBE-", "CNI-")):  # a jump from a built-in chain into ours
+            if not words[1].startswith(PREFIXES):  # a jump from a built-in chain into ours
                 subprocess.run([tool, "-t", table, "-D", *words[1:]], capture_output=True)
         for line in listing:
-            if line.startswith("-N ") and line.split()[1].startswith(("KUBE-", "CNI-")):
+            if line.startswith("-N ") and line.split()[1].startswith(PREFIXES):
                 subprocess.run([tool, "-t", table, "-F", line.split()[1]], capture_output=True)
         for line in listing:
-            if line.startswith("-N ") and line.split()[1].startswith(("KUBE-", "CNI-")):
+            if line.startswith("-N ") and line.split()[1].startswith(PREFIXES):
                 subprocess.run([tool, "-t", table, "-X", line.split()[1]], capture_output=True)
 
 
