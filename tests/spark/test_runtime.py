@@ -324,6 +324,18 @@ def test_checkpoints_go_through_hadoop_s_filesystem_api_on_raw_local_files(spark
     assert path.getFileSystem(conf).getClass().getName() == "org.apache.hadoop.fs.RawLocalFileSystem"
 
 
+def test_batch_costs_spark_defaults_side_reverts_settings_sluice_really_changes(spark: Any) -> None:
+    """`sluice bench batch-cost` compares Sluice's session with Spark's defaults of the settings
+    Sluice changes for cheaper batches (`batch_cost.SPARK_DEFAULTS`): each one is set otherwise in
+    Sluice's session, and each class it names is one this Spark has (an upgrade that moves one fails here)."""
+    from sluice.bench.batch_cost import SPARK_DEFAULTS
+
+    for key, default in SPARK_DEFAULTS.items():
+        assert spark.conf.get(key, None) not in (None, default), key
+        if default.startswith("org.apache."):
+            assert spark._jvm.java.lang.Class.forName(default).getName() == default
+
+
 def test_hadoop_s_local_filesystem_is_not_the_raw_one_so_rocksdb_keeps_hadoop_s_default(spark: Any) -> None:
     """Why `session.local_files` leaves `fs.file.impl` alone for the RocksDB state store: Hadoop's
     `FileSystem.getLocal` (which RocksDB's state commit takes) casts the local filesystem to

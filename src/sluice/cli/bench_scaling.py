@@ -1,4 +1,5 @@
-"""`sluice bench density|capacity|rescale|ds2|simulate`: how far a pool scales, and how it rescales."""
+"""`sluice bench density|batch-cost|capacity|rescale|ds2|simulate`: how far a pool scales, what a batch
+costs it, and how it rescales."""
 
 from __future__ import annotations
 
@@ -67,6 +68,41 @@ def bench_density(counts: str, per_app: str, warmup: float, window: float, out: 
         fail(str(error))
     print_result(as_json, result, density_bench.render(result))
     click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/density.png", err=True)
+
+
+@click.command("batch-cost")
+@click.option("--queries", type=click.IntRange(1, 2000), default=100, show_default=True,
+              help="Queries of the density mix in the pool, on both sides.")
+@click.option("--conf", multiple=True, metavar="KEY=VALUE",
+              help="A Spark setting on Sluice's side (repeatable): to measure one lever against Spark's defaults.")
+@click.option("--warmup", type=DurationParam(5, 3600), default="60s", show_default=True,
+              help="After a side's last query runs, before its window.")
+@click.option("--window", type=DurationParam(5, 3600), default="60s", show_default=True, help="Measured time per side.")
+@click.option("--out", type=click.Path(file_okay=False), default="bench/out/batch-cost", show_default=True,
+              help="Writes results.json, summary.txt and batch-cost.png here.")
+@json_option
+@calibrate_option
+@from_results_option
+def bench_batch_cost(queries: int, conf: tuple[str, ...], warmup: float, window: float, out: str, as_json: bool,
+                     from_results: str | None) -> None:
+    """CPU per micro-batch of one pool's runtime, with Spark's default settings and with Sluice's, side by side."""
+    from sluice.bench import batch_cost
+    from sluice.testing.kafka import KafkaUnavailable
+
+    if from_results is not None:
+        rerender(batch_cost.rerender, from_results, out, as_json)
+        return
+    bad = [c for c in conf if "=" not in c or not c.split("=", 1)[0].startswith("spark.")]
+    if bad:
+        fail(f"--conf: give a Spark setting as spark.KEY=VALUE (got {bad[0]!r}).")
+    options = batch_cost.Options(queries=queries, conf=conf, warmup=warmup, window=window)
+    calibrate_now()
+    try:
+        result = batch_cost.run(options, Path(out), log=lambda m: click.echo(m, err=True))
+    except (KafkaUnavailable, RuntimeError) as error:
+        fail(str(error))
+    print_result(as_json, result, batch_cost.render(result))
+    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/batch-cost.png", err=True)
 
 
 @click.command("capacity")
@@ -263,4 +299,4 @@ def bench_simulate(counts: str, per_tenant: int, duration: float, out: str, sizi
     click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/simulate.png", err=True)
 
 
-COMMANDS = (bench_density, bench_capacity, bench_rescale, bench_ds2, bench_simulate)
+COMMANDS = (bench_density, bench_batch_cost, bench_capacity, bench_rescale, bench_ds2, bench_simulate)

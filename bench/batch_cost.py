@@ -1,0 +1,223 @@
+"""`sluice bench batch-cost`: what one micro-batch costs the pool's runtime in CPU, with Spark's
+default settings and with Sluice's, side by side in one run.
+
+The same pool twice, one after the other: the same master (`local[2]`), the same Kafka broker and
+load, the same N queries of the density mix (`bench/density.py`: 10% critical 2 s filters, the rest
+bulk filters and windowed counts). Each side is a fresh runtime process (`sluice.runtime`, in-process
+cameo scheduler); after its queries run and a warm-up, the window's CPU of the runtime's whole
+process tree (the JVM, the runtime's Python, the processes they start) is divided by the
+micro-batches its queries completed in that window. The JVM's threads are also read by kind
+(`procfs.THREAD_KINDS`: stream execution, task, JIT, GC, the rest), per batch.
+
+Sides:
+  spark-defaults  Sluice's settings that only make batches cheaper reverted to Spark's defaults
+                  (`SPARK_DEFAULTS`); what Sluice needs to run at all (its sink, the FAIR pools,
+                  the urgent lane) stays on both sides.
+  sluice          the runtime as a pool runs it, plus `--conf` settings (to measure one lever).
+
+The machine speed is measured before and recorded (`sitting`); run it alone: the CPU a side reads
+is its own process tree's, but a busy machine stretches the batches it is divided by.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .density import Load, is_critical, manifest, rate
+from .procfs import THREAD_KINDS, cpu_seconds, thread_seconds, tree
+
+SPARK_DEFAULTS: dict[str, str] = {
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.streaming.checkpointFileManagerClass":
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager",
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.LocalFs",
+    "spark.ui.retainedStages": "1000",
+    "spark.ui.retainedJobs": "1000",
+}
+"""Spark 4.2's own values of the settings `runtime/session.py` changes to make a batch cheaper:
+adaptive execution (Sluice: off), the checkpoint writer and Hadoop's local filesystem (Sluice:
+FileSystem-based on the raw local filesystem, `RAW_LOCAL_FILES`), the UI's retained stages and
+jobs (Sluice: 300)."""
+SIDES = ("spark-defaults", "sluice")
+
+
+@dataclass(frozen=True)
+class Options:
+    queries: int = 100
+    conf: tuple[str, ...] = ()
+    """Spark settings (KEY=VALUE) on the `sluice` side."""
+    warmup: float = 60.0
+    """Seconds after the last query runs before the window."""
+    window: float = 60.0
+    master: str = "local[2]"
+
+
+def side_conf(side: str, conf: tuple[str, ...]) -> tuple[str, ...]:
+    if side == "spark-defaults":
+        return tuple(f"{key}={value}" for key, value in SPARK_DEFAULTS.items())
+    return conf
+
+
+def threads_by_kind(pid: int) -> dict[str, float]:
+    """CPU seconds of every live thread under `pid`, summed by kind."""
+    totals = dict.fromkeys(THREAD_KINDS, 0.0)
+    for p in tree(pid):
+        for kind, seconds in (thread_seconds(p) or {}).values():
+            totals[kind] += seconds
+    return totals
+
+
+def measure(side: str, options: Options, broker: Any, topics: list[str], out: Path, log: Any) -> dict[str, Any]:
+    """One side's figures, or `stopped` (a finding, not a crash) when its runtime could not take or
+    run all the queries."""
+    from sluice.operator.runtime_client import RuntimeUnreachable
+
+    try:
+        return _measure(side, options, broker, topics, out, log)
+    except RuntimeUnreachable as error:
+        stopped = f"the runtime stopped answering ({error}) while it took or ran {len(topics)} queries"
+        log(f"{side}: {stopped}")
+        return {"conf": list(side_conf(side, options.conf)), "queries": len(topics), "stopped": stopped}
+
+
+def _measure(side: str, options: Options, broker: Any, topics: list[str], out: Path, log: Any) -> dict[str, Any]:
+    from sluice.testing.runtime_process import RuntimeProcess
+
+    workdir = out / side
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    conf = side_conf(side, options.conf)
+    runtime = RuntimeProcess(workdir, master=options.master, conf=conf)
+    runtime.start()
+    try:
+        began = time.monotonic()
+        for i, topic in enumerate(topics):
+            runtime.register(manifest(i, broker.bootstrap, topic))
+        keys = [f"{manifest(i, '', t)['metadata']['namespace']}/{manifest(i, '', t)['metadata']['name']}"
+                for i, t in enumerate(topics)]
+        while True:
+            statuses = asyncio.run(runtime.client.queries())
+            pending = [k for k in keys if k not in statuses or statuses[k].phase == "Pending"]
+            if not pending:
+                break
+            if time.monotonic() - began > 600:
+                raise RuntimeError(f"{side}: {len(pending)} of {len(keys)} queries still not started after 600 s")
+            time.sleep(1)
+        failed = {k: s.message for k, s in statuses.items() if s.phase not in ("Running",)}
+        if failed:
+            key, message = next(iter(failed.items()))
+            raise RuntimeError(f"{side}: {len(failed)} queries did not run ({key}: {message})")
+        log(f"{side}: {len(keys)} queries running after {time.monotonic() - began:.0f} s; warming up {options.warmup:.0f} s")
+        time.sleep(options.warmup)
+        before = asyncio.run(runtime.client.queries())
+        cpu0, kinds0, wall0 = cpu_seconds(runtime.proc.pid), threads_by_kind(runtime.proc.pid), time.monotonic()
+        log(f"{side}: measuring {options.window:.0f} s")
+        time.sleep(options.window)
+        cpu1, kinds1, wall1 = cpu_seconds(runtime.proc.pid), threads_by_kind(runtime.proc.pid), time.monotonic()
+        after = asyncio.run(runtime.client.queries())
+    finally:
+        runtime.stop()
+    batches = sum(s.batches for s in after.values()) - sum(s.batches for s in before.values())
+    critical = [k for i, k in enumerate(keys) if is_critical(i)]
+    per = max(batches, 1)
+    seconds = wall1 - wall0
+    return {
+        "conf": list(conf), "queries": len(keys), "window_s": round(seconds, 1), "batches": batches,
+        "batches_per_s": round(batches / seconds, 2),
+        "cores": round((cpu1 - cpu0) / seconds, 3),
+        "cpu_ms_per_batch": round(1000 * (cpu1 - cpu0) / per, 1),
+        "threads_ms_per_batch": {kind: round(1000 * max(kinds1[kind] - kinds0[kind], 0.0) / per, 1) for kind in THREAD_KINDS},
+        "critical_attainment_min": min((a for k in critical if (a := after[k].attainment) is not None), default=None),
+    }
+
+
+def run(options: Options, out: Path, log: Any = print) -> dict[str, Any]:
+    from sluice.testing.kafka import KafkaBroker
+
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / "kafka", ignore_errors=True)
+    broker = KafkaBroker(out / "kafka").start()
+    started = time.monotonic()
+    load = Load(broker.bootstrap)
+    producer = threading.Thread(target=load.run, daemon=True)
+    try:
+        topics = [broker.create_topic(f"batch-cost-{i:04d}", partitions=1) for i in range(options.queries)]
+        for i, topic in enumerate(topics):
+            load.add(topic, rate(i))
+        producer.start()
+        sides = {side: measure(side, options, broker, topics, out, log) for side in SIDES}
+    finally:
+        load.stop.set()
+        if producer.is_alive():
+            producer.join(30)
+        broker.stop()
+    default, ours = sides["spark-defaults"].get("cpu_ms_per_batch"), sides["sluice"].get("cpu_ms_per_batch")
+    result = {"sides": sides, "ratio": round(ours / default, 3) if default and ours is not None else None,
+              "options": asdict(options), "elapsed_s": round(time.monotonic() - started, 1)}
+    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out / "summary.txt").write_text(render(result) + "\n")
+    plot(result, out)
+    return result
+
+
+def plot(result: dict[str, Any], out: Path) -> None:
+    """batch-cost.png: each side's CPU per batch, stacked by thread kind (live threads' share) and
+    the rest of its process tree (threads that ended within the window, its Python, its children)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sides = [s for s, row in result["sides"].items() if "stopped" not in row]
+    fig, axis = plt.subplots(figsize=(7, 4.5))
+    bottoms = [0.0] * len(sides)
+    for kind in THREAD_KINDS:
+        heights = [result["sides"][s]["threads_ms_per_batch"][kind] for s in sides]
+        axis.bar(sides, heights, bottom=bottoms, label=kind)
+        bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+    other = [max(result["sides"][s]["cpu_ms_per_batch"] - b, 0.0) for s, b in zip(sides, bottoms, strict=True)]
+    axis.bar(sides, other, bottom=bottoms, label="other (ended threads, children)", color="lightgrey")
+    axis.set_ylabel("CPU ms per micro-batch")
+    ratio = result.get("ratio")
+    axis.set_title(f"{result['options']['queries']} queries: Sluice {ratio:.2f}x Spark's defaults" if ratio
+                   else f"{result['options']['queries']} queries")
+    axis.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "batch-cost.png", dpi=110)
+    plt.close(fig)
+
+
+def render(result: dict[str, Any]) -> str:
+    options = result["options"]
+    lines = [f"CPU per micro-batch of the pool's runtime, {options['queries']} queries of the density mix, "
+             f"{options['master']}, {options['window']:.0f} s windows",
+             f"{'side':<16}{'batches/s':>10}{'cores':>7}{'ms/batch':>10}   by thread kind (ms/batch)"]
+    for side, row in result["sides"].items():
+        if "stopped" in row:
+            lines.append(f"{side:<16}stopped: {row['stopped']}")
+            continue
+        kinds = ", ".join(f"{k} {v}" for k, v in row["threads_ms_per_batch"].items())
+        lines.append(f"{side:<16}{row['batches_per_s']:>10.2f}{row['cores']:>7.2f}{row['cpu_ms_per_batch']:>10.1f}   {kinds}")
+    if result["ratio"] is not None:
+        lines.append(f"sluice / spark-defaults: {result['ratio']:.2f}x CPU per batch")
+    conf = result["sides"]["sluice"]["conf"]
+    if conf:
+        lines.append("sluice side with: " + ", ".join(conf))
+    return "\n".join(lines)
+
+
+def rerender(results: Path, out: Path) -> tuple[dict[str, Any], str]:
+    result = json.loads(results.read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    text = render(result)
+    (out / "summary.txt").write_text(text + "\n")
+    plot(result, out)
+    return result, text
