@@ -15,7 +15,7 @@ Sides:
                   the urgent lane) stays on both sides.
   sluice          the runtime as a pool runs it, plus `--conf` settings (to measure one lever).
 
-The machine speed is measured before and recorded (`sitting`); run it alone: the CPU a side reads
+The machine speed is measured first and recorded in results.json; run it alone: the CPU a side reads
 is its own process tree's, but a busy machine stretches the batches it is divided by.
 """
 

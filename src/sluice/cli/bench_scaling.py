@@ -3,7 +3,9 @@ costs it, and how it rescales."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -48,26 +50,39 @@ def bench_density(counts: str, per_app: str, warmup: float, window: float, out: 
                   capacity: int, critical_lane: int, as_json: bool, from_results: str | None) -> None:
     """How many tenants' queries one pool holds with every SLA kept, and memory per query against one app each."""
     from sluice.bench import density as density_bench
-    from sluice.testing.kafka import KafkaUnavailable
 
     if from_results is not None:
         rerender(density_bench.rerender, from_results, out, as_json)
         return
 
-    bad = [c for c in conf if "=" not in c or not c.split("=", 1)[0].startswith("spark.")]
-    if bad:
-        fail(f"--conf: give a Spark setting as spark.KEY=VALUE (got {bad[0]!r}).")
+    check_spark_settings(conf)
     options = density_bench.Options(counts=parse_counts(counts, "--counts"),
                                     per_app=() if per_app.strip() == "none" else parse_counts(per_app, "--per-app"),
                                     warmup=warmup, window=window, conf=conf, capacity=capacity,
                                     critical_lane=critical_lane)
+    run_pool_bench(density_bench.run, density_bench.render, options, out, as_json, "density.png")
+
+
+def check_spark_settings(conf: tuple[str, ...]) -> None:
+    """`--conf`: each a Spark setting as spark.KEY=VALUE, or one sentence."""
+    bad = [c for c in conf if "=" not in c or not c.split("=", 1)[0].startswith("spark.")]
+    if bad:
+        fail(f"--conf: give a Spark setting as spark.KEY=VALUE (got {bad[0]!r}).")
+
+
+def run_pool_bench(run: Callable[..., dict[str, Any]], render: Callable[[dict[str, Any]], str], options: object,
+                   out: str, as_json: bool, plot: str) -> None:
+    """A pool benchmark's run after its input is checked: the machine speed, the run (a broker that
+    will not start or a runtime that fails: one sentence), its table or JSON, the files it wrote."""
+    from sluice.testing.kafka import KafkaUnavailable
+
     calibrate_now()
     try:
-        result = density_bench.run(options, Path(out), log=lambda m: click.echo(m, err=True))
+        result = run(options, Path(out), log=lambda m: click.echo(m, err=True))
     except (KafkaUnavailable, RuntimeError) as error:
         fail(str(error))
-    print_result(as_json, result, density_bench.render(result))
-    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/density.png", err=True)
+    print_result(as_json, result, render(result))
+    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/{plot}", err=True)
 
 
 @click.command("batch-cost")
@@ -87,22 +102,13 @@ def bench_batch_cost(queries: int, conf: tuple[str, ...], warmup: float, window:
                      from_results: str | None) -> None:
     """CPU per micro-batch of one pool's runtime, with Spark's default settings and with Sluice's, side by side."""
     from sluice.bench import batch_cost
-    from sluice.testing.kafka import KafkaUnavailable
 
     if from_results is not None:
         rerender(batch_cost.rerender, from_results, out, as_json)
         return
-    bad = [c for c in conf if "=" not in c or not c.split("=", 1)[0].startswith("spark.")]
-    if bad:
-        fail(f"--conf: give a Spark setting as spark.KEY=VALUE (got {bad[0]!r}).")
+    check_spark_settings(conf)
     options = batch_cost.Options(queries=queries, conf=conf, warmup=warmup, window=window)
-    calibrate_now()
-    try:
-        result = batch_cost.run(options, Path(out), log=lambda m: click.echo(m, err=True))
-    except (KafkaUnavailable, RuntimeError) as error:
-        fail(str(error))
-    print_result(as_json, result, batch_cost.render(result))
-    click.echo(f"wrote {out}/results.json, {out}/summary.txt, {out}/batch-cost.png", err=True)
+    run_pool_bench(batch_cost.run, batch_cost.render, options, out, as_json, "batch-cost.png")
 
 
 @click.command("capacity")
