@@ -99,10 +99,10 @@ def _measure(side: str, options: Options, broker: Any, topics: list[str], out: P
     runtime.start()
     try:
         began = time.monotonic()
-        for i, topic in enumerate(topics):
-            runtime.register(manifest(i, broker.bootstrap, topic))
-        keys = [f"{manifest(i, '', t)['metadata']['namespace']}/{manifest(i, '', t)['metadata']['name']}"
-                for i, t in enumerate(topics)]
+        bodies = [manifest(i, broker.bootstrap, topic) for i, topic in enumerate(topics)]
+        for body in bodies:
+            runtime.register(body)
+        keys = [f"{body['metadata']['namespace']}/{body['metadata']['name']}" for body in bodies]
         while True:
             statuses = asyncio.run(runtime.client.queries())
             pending = [k for k in keys if k not in statuses or statuses[k].phase == "Pending"]
