@@ -14,6 +14,9 @@ Sides:
                   (`SPARK_DEFAULTS`); what Sluice needs to run at all (its sink, the FAIR pools,
                   the urgent lane) stays on both sides.
   sluice          the runtime as a pool runs it, plus `--conf` settings (to measure one lever).
+  sluice+LEVER    one more side for each `--lever` (KEY=VALUE[,KEY=VALUE...]): Sluice's side with
+                  those settings as well, so several levers are measured alone (one a side) and
+                  together (one side with all of them) in the same run; `ratio_to_sluice` per side.
 
 The machine speed is measured first and recorded in results.json; run it alone: the CPU a side reads
 is its own process tree's, but a busy machine stretches the batches it is divided by.
@@ -54,16 +57,29 @@ class Options:
     queries: int = 100
     conf: tuple[str, ...] = ()
     """Spark settings (KEY=VALUE) on the `sluice` side."""
+    levers: tuple[str, ...] = ()
+    """Each one more side: the `sluice` side's settings plus these (KEY=VALUE[,KEY=VALUE...])."""
     warmup: float = 60.0
     """Seconds after the last query runs before the window."""
     window: float = 60.0
     master: str = "local[2]"
 
 
-def side_conf(side: str, conf: tuple[str, ...]) -> tuple[str, ...]:
+def lever_settings(lever: str) -> tuple[str, ...]:
+    """A `--lever`'s settings: KEY=VALUE pairs separated by commas."""
+    return tuple(part.strip() for part in lever.split(",") if part.strip())
+
+
+def sides(options: Options) -> tuple[str, ...]:
+    return (*SIDES, *(f"sluice+{lever}" for lever in options.levers))
+
+
+def side_conf(side: str, options: Options) -> tuple[str, ...]:
     if side == "spark-defaults":
         return tuple(f"{key}={value}" for key, value in SPARK_DEFAULTS.items())
-    return conf
+    if side.startswith("sluice+"):
+        return (*options.conf, *lever_settings(side.removeprefix("sluice+")))
+    return options.conf
 
 
 def threads_by_kind(pid: int) -> dict[str, float]:
@@ -85,7 +101,7 @@ def measure(side: str, options: Options, broker: Any, topics: list[str], out: Pa
     except RuntimeUnreachable as error:
         stopped = f"the runtime stopped answering ({error}) while it took or ran {len(topics)} queries"
         log(f"{side}: {stopped}")
-        return {"conf": list(side_conf(side, options.conf)), "queries": len(topics), "stopped": stopped}
+        return {"conf": list(side_conf(side, options)), "queries": len(topics), "stopped": stopped}
 
 
 def _measure(side: str, options: Options, broker: Any, topics: list[str], out: Path, log: Any) -> dict[str, Any]:
@@ -94,7 +110,7 @@ def _measure(side: str, options: Options, broker: Any, topics: list[str], out: P
     workdir = out / side
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    conf = side_conf(side, options.conf)
+    conf = side_conf(side, options)
     runtime = RuntimeProcess(workdir, master=options.master, conf=conf)
     runtime.start()
     try:
@@ -118,11 +134,13 @@ def _measure(side: str, options: Options, broker: Any, topics: list[str], out: P
         log(f"{side}: {len(keys)} queries running after {time.monotonic() - began:.0f} s; warming up {options.warmup:.0f} s")
         time.sleep(options.warmup)
         before = asyncio.run(runtime.client.queries())
+        compiles0 = compiles(runtime.url)
         cpu0, kinds0, wall0 = cpu_seconds(runtime.proc.pid), threads_by_kind(runtime.proc.pid), time.monotonic()
         log(f"{side}: measuring {options.window:.0f} s")
         time.sleep(options.window)
         cpu1, kinds1, wall1 = cpu_seconds(runtime.proc.pid), threads_by_kind(runtime.proc.pid), time.monotonic()
         after = asyncio.run(runtime.client.queries())
+        compiles1 = compiles(runtime.url)
     finally:
         runtime.stop()
     batches = sum(s.batches for s in after.values()) - sum(s.batches for s in before.values())
@@ -135,8 +153,22 @@ def _measure(side: str, options: Options, broker: Any, topics: list[str], out: P
         "cores": round((cpu1 - cpu0) / seconds, 3),
         "cpu_ms_per_batch": round(1000 * (cpu1 - cpu0) / per, 1),
         "threads_ms_per_batch": {kind: round(1000 * max(kinds1[kind] - kinds0[kind], 0.0) / per, 1) for kind in THREAD_KINDS},
+        "codegen_compiles_per_min_per_query": (None if compiles0 is None or compiles1 is None else
+                                               round(60 * (compiles1 - compiles0) / seconds / len(keys), 2)),
         "critical_attainment_min": min((a for k in critical if (a := after[k].attainment) is not None), default=None),
     }
+
+
+def compiles(url: str) -> float | None:
+    """Janino's compilations in the runtime's JVM so far (its /metrics), or None if it does not say."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as response:
+        text = response.read().decode()
+    return next((sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+                 if sample.name == "sluice_runtime_codegen_compiles_total"), None)
 
 
 def run(options: Options, out: Path, log: Any = print) -> dict[str, Any]:
@@ -153,14 +185,17 @@ def run(options: Options, out: Path, log: Any = print) -> dict[str, Any]:
         for i, topic in enumerate(topics):
             load.add(topic, rate(i))
         producer.start()
-        sides = {side: measure(side, options, broker, topics, out, log) for side in SIDES}
+        measured = {side: measure(side, options, broker, topics, out, log) for side in sides(options)}
     finally:
         load.stop.set()
         if producer.is_alive():
             producer.join(30)
         broker.stop()
-    default, ours = sides["spark-defaults"].get("cpu_ms_per_batch"), sides["sluice"].get("cpu_ms_per_batch")
-    result = {"sides": sides, "ratio": round(ours / default, 3) if default and ours is not None else None,
+    default, ours = measured["spark-defaults"].get("cpu_ms_per_batch"), measured["sluice"].get("cpu_ms_per_batch")
+    for side in sides(options)[len(SIDES):]:
+        cost = measured[side].get("cpu_ms_per_batch")
+        measured[side]["ratio_to_sluice"] = round(cost / ours, 3) if ours and cost is not None else None
+    result = {"sides": measured, "ratio": round(ours / default, 3) if default and ours is not None else None,
               "options": asdict(options), "elapsed_s": round(time.monotonic() - started, 1)}
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     (out / "summary.txt").write_text(render(result) + "\n")
@@ -176,15 +211,17 @@ def plot(result: dict[str, Any], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sides = [s for s, row in result["sides"].items() if "stopped" not in row]
-    fig, axis = plt.subplots(figsize=(7, 4.5))
-    bottoms = [0.0] * len(sides)
+    names = {side: side if i < len(SIDES) else f"lever {i - len(SIDES) + 1}" for i, side in enumerate(result["sides"])}
+    shown = [s for s, row in result["sides"].items() if "stopped" not in row]
+    labels = [names[s] for s in shown]
+    fig, axis = plt.subplots(figsize=(max(7.0, 1.2 * len(shown) + 3), 4.5))
+    bottoms = [0.0] * len(shown)
     for kind in THREAD_KINDS:
-        heights = [result["sides"][s]["threads_ms_per_batch"][kind] for s in sides]
-        axis.bar(sides, heights, bottom=bottoms, label=kind)
+        heights = [result["sides"][s]["threads_ms_per_batch"][kind] for s in shown]
+        axis.bar(labels, heights, bottom=bottoms, label=kind)
         bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
-    other = [max(result["sides"][s]["cpu_ms_per_batch"] - b, 0.0) for s, b in zip(sides, bottoms, strict=True)]
-    axis.bar(sides, other, bottom=bottoms, label="other (ended threads, children)", color="lightgrey")
+    other = [max(result["sides"][s]["cpu_ms_per_batch"] - b, 0.0) for s, b in zip(shown, bottoms, strict=True)]
+    axis.bar(labels, other, bottom=bottoms, label="other (ended threads, children)", color="lightgrey")
     axis.set_ylabel("CPU ms per micro-batch")
     ratio = result.get("ratio")
     axis.set_title(f"{result['options']['queries']} queries: Sluice {ratio:.2f}x Spark's defaults" if ratio
@@ -199,18 +236,27 @@ def render(result: dict[str, Any]) -> str:
     options = result["options"]
     lines = [f"CPU per micro-batch of the pool's runtime, {options['queries']} queries of the density mix, "
              f"{options['master']}, {options['window']:.0f} s windows",
-             f"{'side':<16}{'batches/s':>10}{'cores':>7}{'ms/batch':>10}   by thread kind (ms/batch)"]
-    for side, row in result["sides"].items():
+             f"{'side':<16}{'batches/s':>10}{'cores':>7}{'ms/batch':>10}{'/sluice':>8}{'compiles':>9}   by thread kind (ms/batch)"]
+    levers = []
+    for i, (side, row) in enumerate(result["sides"].items()):
+        name = side if i < len(SIDES) else f"lever {i - len(SIDES) + 1}"
+        if i >= len(SIDES):
+            levers.append(f"lever {i - len(SIDES) + 1}: {side.removeprefix('sluice+')}")
         if "stopped" in row:
-            lines.append(f"{side:<16}stopped: {row['stopped']}")
+            lines.append(f"{name:<16}stopped: {row['stopped']}")
             continue
         kinds = ", ".join(f"{k} {v}" for k, v in row["threads_ms_per_batch"].items())
-        lines.append(f"{side:<16}{row['batches_per_s']:>10.2f}{row['cores']:>7.2f}{row['cpu_ms_per_batch']:>10.1f}   {kinds}")
+        relative = "" if row.get("ratio_to_sluice") is None else f"{row['ratio_to_sluice']:.2f}x"
+        compiled = "-" if row.get("codegen_compiles_per_min_per_query") is None else f"{row['codegen_compiles_per_min_per_query']:.2f}"
+        lines.append(f"{name:<16}{row['batches_per_s']:>10.2f}{row['cores']:>7.2f}{row['cpu_ms_per_batch']:>10.1f}"
+                     f"{relative:>8}{compiled:>9}   {kinds}")
     if result["ratio"] is not None:
         lines.append(f"sluice / spark-defaults: {result['ratio']:.2f}x CPU per batch")
     conf = result["sides"]["sluice"]["conf"]
     if conf:
         lines.append("sluice side with: " + ", ".join(conf))
+    lines.append("compiles: Janino's generated classes compiled per minute per query in the window")
+    lines.extend(levers)
     return "\n".join(lines)
 
 

@@ -30,14 +30,14 @@ from sluice.api.wire import QueryPhase
 from sluice.scheduler import execution
 from sluice.scheduler.core import SchedulerError
 
-from . import jvm_sink, realtime
+from . import codegen, jvm_sink, realtime
 from .gate import FixedPool, Gate, Gatekeeper
 from .hosted import HostedQuery, query_spec
 from .intake import Intake
 from .interval_control import IntervalControl
 from .kafka_check import kafka_problem
 from .latency import LatencyWindow
-from .metrics import LatencyCollector, Metrics
+from .metrics import CodegenCollector, LatencyCollector, Metrics
 from .pipeline import WARM_UP_ENV, spark_name
 from .reads import Reads
 from .session import driver_process
@@ -95,6 +95,7 @@ class QueryHost:
         self.status, self.statuses = self.reads.status, self.reads.statuses
         self.stateful_batches, self.stateful_queries = self.reads.stateful_batches, self.reads.stateful_queries
         self.metrics.registry.register(LatencyCollector(self.reads.latency_snapshots))
+        self.metrics.registry.register(CodegenCollector(lambda: codegen.compiles(spark)))
         self.intake = Intake(self).listen(spark)
         self.driver = DriverWatch(driver_process(spark))  # checked every tick: a dead driver ends the host
         self._ticker = threading.Thread(target=self._tick, name="sluice-lifecycle-tick", daemon=True)

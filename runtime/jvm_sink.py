@@ -36,6 +36,9 @@ PROVIDER = "dev.sluice.sink.GatedSinkProvider"
 """The format name Spark loads the sink by."""
 JAR_ENV = "SLUICE_SINK_JAR"
 """A prebuilt jar (the runtime image's); else one built from SOURCES into the cache."""
+CHECKPOINT_MANAGER = "dev.sluice.checkpoint.NioCheckpointFileManager"
+"""Spark's FileSystem-based checkpoint writer that creates a local file through Java, not Hadoop:
+no `chmod` process for each checkpoint file (`runtime/java/dev/sluice/checkpoint/`)."""
 SWITCH_ENV = "SLUICE_JVM_SINK"
 """0 writes every query through foreachBatch (a measurement knob: `sluice bench overhead`)."""
 CACHE = Path.home() / ".cache" / "sluice" / "jars"
@@ -150,11 +153,13 @@ def eos_jar(main: Path) -> Path:
 
 def session_conf() -> dict[str, str]:
     """What a session needs to load the sink: the jar on the driver's and executors' class path
-    (not `spark.jars`: py4j and Spark must see one copy of its classes)."""
+    (not `spark.jars`: py4j and Spark must see one copy of its classes); and the jar's checkpoint
+    writer (`CHECKPOINT_MANAGER`)."""
     found = jar()
     if found is None:
         return {}
-    return {"spark.driver.extraClassPath": str(found), "spark.executor.extraClassPath": str(found)}
+    return {"spark.driver.extraClassPath": str(found), "spark.executor.extraClassPath": str(found),
+            "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_MANAGER}
 
 
 def loaded(spark: Any) -> bool:

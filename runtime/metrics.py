@@ -72,6 +72,24 @@ class LatencyCollector:
         yield from (histogram, within, rows, target, path)
 
 
+class CodegenCollector:
+    """Spark's Janino compilations in the driver's JVM (`codegen.compiles`), read at scrape time:
+    nothing on the batch path. Nothing is served while the driver does not answer."""
+
+    def __init__(self, source: Callable[[], int]) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[Metric]:
+        from py4j.protocol import Py4JError
+
+        try:
+            count = self.source()
+        except (Py4JError, ConnectionError):  # a driver gone or stopping: the scrape goes on without it
+            return
+        yield CounterMetricFamily("sluice_runtime_codegen_compiles",
+                                  "Generated classes compiled (Janino) in the driver's JVM since it started.", value=count)
+
+
 class Metrics:
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         self.registry = registry

@@ -52,7 +52,8 @@ creates) and, through FileContext, for every symlink check (`readlink`, twice pe
 about 20 processes per micro-batch of a filter, measured with `strace` and the kernel's PID
 counter. Through the FileSystem API on the raw local filesystem it is 4 (the `chmod`s). The
 checksums and the processes cost a filter's micro-batch a third of its time (measured:
-docs/architecture.md, "Measurements behind the design"). Rename keeps
+docs/architecture.md, "Measurements behind the design"). With Sluice's jar the writer is its
+subclass that creates local files through Java (`jvm_sink.CHECKPOINT_MANAGER`): none. Rename keeps
 each write atomic on a local filesystem; on an object store neither of Spark's writers is."""
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

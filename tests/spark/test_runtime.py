@@ -18,6 +18,7 @@ import pytest
 
 from sluice.api.query import StreamingQuery, Trigger
 from sluice.api.wire import QueryStatus
+from sluice.runtime import jvm_sink
 from sluice.runtime.host import QueryHost
 from sluice.runtime.session import CHECKPOINT_MANAGER, JIT_ENV, driver_jit
 from sluice.scheduler.client import SchedulerClient
@@ -315,13 +316,68 @@ def test_latency_matches_an_independent_measurement(host_factory: Any, tmp_path:
 def test_checkpoints_go_through_hadoop_s_filesystem_api_on_raw_local_files(spark: Any, tmp_path: Path) -> None:
     """Spark and Hadoop internals named in `session.RAW_LOCAL_FILES`: an upgrade that moves the
     checkpoint writer's class, or stops honouring the settings, fails here (the settings cut the
-    processes Hadoop runs for each checkpoint file from about 20 to 4 a micro-batch)."""
+    processes Hadoop runs for each checkpoint file from about 20 to 4 a micro-batch; Sluice's
+    writer, a subclass of Spark's, to none)."""
     conf = spark._jsparkSession.sessionState().newHadoopConf()
     path = spark._jvm.org.apache.hadoop.fs.Path(str(tmp_path))
     checkpointing = spark._jvm.org.apache.spark.sql.execution.streaming.checkpointing
     manager = checkpointing.CheckpointFileManager.create(path, conf)
-    assert manager.getClass().getName() == CHECKPOINT_MANAGER
+    assert jvm_sink.loaded(spark), "Sluice's jar is not on the test session's class path"
+    assert manager.getClass().getName() == jvm_sink.CHECKPOINT_MANAGER
+    assert manager.getClass().getSuperclass().getName() == CHECKPOINT_MANAGER
     assert path.getFileSystem(conf).getClass().getName() == "org.apache.hadoop.fs.RawLocalFileSystem"
+
+
+def _last_pid() -> int:
+    return int(Path("/proc/sys/kernel/ns_last_pid").read_text())
+
+
+def test_sluice_s_checkpoint_writer_writes_atomically_and_starts_no_process(spark: Any, tmp_path: Path) -> None:
+    """`NioCheckpointFileManager`: the file appears whole under its name only when closed, a
+    cancelled one leaves nothing (not even its temporary file), an existing one is kept unless overwriting is asked, and 40 writes
+    start no process, where Spark's own writer on the same filesystem starts one a file (Hadoop's
+    `chmod`; the kernel's last PID counts them, with the JVM's threads)."""
+    from py4j.protocol import Py4JJavaError
+
+    conf = spark._jsparkSession.sessionState().newHadoopConf()
+    jvm = spark._jvm
+    ours = jvm.dev.sluice.checkpoint.NioCheckpointFileManager(jvm.org.apache.hadoop.fs.Path(str(tmp_path / "a")), conf)
+    spark_s = jvm.org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager(
+        jvm.org.apache.hadoop.fs.Path(str(tmp_path / "b")), conf)
+
+    def write(manager: Any, name: str, body: bytes, overwrite: bool = False) -> Any:
+        stream = manager.createAtomic(jvm.org.apache.hadoop.fs.Path(name), overwrite)
+        stream.write(body)
+        return stream
+
+    target = tmp_path / "a" / "sub" / "0"
+    stream = write(ours, str(target), b"first")
+    assert not target.exists()
+    stream.close()
+    assert target.read_bytes() == b"first"
+    with pytest.raises(Py4JJavaError, match="FileAlreadyExistsException"):
+        write(ours, str(target), b"second").close()
+    assert target.read_bytes() == b"first"
+    write(ours, str(target), b"third", overwrite=True).close()
+    assert target.read_bytes() == b"third"
+    write(ours, str(tmp_path / "a" / "cancelled" / "0"), b"never").cancel()
+    assert list((tmp_path / "a" / "cancelled").iterdir()) == []  # no temporary file left either
+    assert oct(target.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+    def processes(manager: Any, folder: str) -> int:
+        before = _last_pid()
+        for i in range(40):
+            write(manager, str(tmp_path / folder / "many" / str(i)), b"x").close()
+        return _last_pid() - before
+
+    assert processes(spark_s, "b") >= 40  # the measure sees Hadoop's chmods
+    assert processes(ours, "a") < 10
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def test_batch_costs_spark_defaults_side_reverts_settings_sluice_really_changes(spark: Any) -> None:

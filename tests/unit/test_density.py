@@ -150,3 +150,20 @@ def test_a_runtime_that_died_is_said_with_its_signal_and_its_driver_s_last_word(
     finally:
         running.kill()
         running.wait()
+
+
+def test_bad_batch_cost_levers_get_one_sentence() -> None:
+    for args, flag in ((["--lever", "ui=false"], "--lever"), (["--lever", " , "], "--lever"),
+                       (["--lever", "spark.a=1", "--lever", "spark.a=1"], "--lever"), (["--conf", "x"], "--conf")):
+        result = CliRunner().invoke(main, ["bench", "batch-cost", *args, "--no-calibrate"])
+        assert result.exit_code == 1 and flag in result.output and "Traceback" not in result.output, result.output
+
+
+def test_batch_cost_levers_are_sides_on_top_of_sluice_s_settings() -> None:
+    from sluice.bench import batch_cost
+
+    options = batch_cost.Options(conf=("spark.x=1",), levers=("spark.a=1", "spark.a=1, spark.b=2"))
+    assert batch_cost.sides(options) == ("spark-defaults", "sluice", "sluice+spark.a=1", "sluice+spark.a=1, spark.b=2")
+    assert batch_cost.side_conf("sluice+spark.a=1, spark.b=2", options) == ("spark.x=1", "spark.a=1", "spark.b=2")
+    assert batch_cost.side_conf("sluice", options) == ("spark.x=1",)
+    assert "spark.x=1" not in batch_cost.side_conf("spark-defaults", options)

@@ -63,11 +63,11 @@ def bench_density(counts: str, per_app: str, warmup: float, window: float, out: 
     run_pool_bench(density_bench.run, density_bench.render, options, out, as_json, "density.png")
 
 
-def check_spark_settings(conf: tuple[str, ...]) -> None:
+def check_spark_settings(conf: tuple[str, ...], flag: str = "--conf") -> None:
     """`--conf`: each a Spark setting as spark.KEY=VALUE, or one sentence."""
     bad = [c for c in conf if "=" not in c or not c.split("=", 1)[0].startswith("spark.")]
     if bad:
-        fail(f"--conf: give a Spark setting as spark.KEY=VALUE (got {bad[0]!r}).")
+        fail(f"{flag}: give a Spark setting as spark.KEY=VALUE (got {bad[0]!r}).")
 
 
 def run_pool_bench(run: Callable[..., dict[str, Any]], render: Callable[[dict[str, Any]], str], options: object,
@@ -90,6 +90,9 @@ def run_pool_bench(run: Callable[..., dict[str, Any]], render: Callable[[dict[st
               help="Queries of the density mix in the pool, on both sides.")
 @click.option("--conf", multiple=True, metavar="KEY=VALUE",
               help="A Spark setting on Sluice's side (repeatable): to measure one lever against Spark's defaults.")
+@click.option("--lever", "levers", multiple=True, metavar="KEY=VALUE[,KEY=VALUE...]",
+              help="One more side (repeatable): Sluice's settings plus these, its CPU per batch against Sluice's side "
+                   "in the same run (levers alone, one a side, and together, all on one).")
 @click.option("--warmup", type=DurationParam(5, 3600), default="60s", show_default=True,
               help="After a side's last query runs, before its window.")
 @click.option("--window", type=DurationParam(5, 3600), default="60s", show_default=True, help="Measured time per side.")
@@ -98,8 +101,8 @@ def run_pool_bench(run: Callable[..., dict[str, Any]], render: Callable[[dict[st
 @json_option
 @calibrate_option
 @from_results_option
-def bench_batch_cost(queries: int, conf: tuple[str, ...], warmup: float, window: float, out: str, as_json: bool,
-                     from_results: str | None) -> None:
+def bench_batch_cost(queries: int, conf: tuple[str, ...], levers: tuple[str, ...], warmup: float, window: float,
+                     out: str, as_json: bool, from_results: str | None) -> None:
     """CPU per micro-batch of one pool's runtime, with Spark's default settings and with Sluice's, side by side."""
     from sluice.bench import batch_cost
 
@@ -107,7 +110,14 @@ def bench_batch_cost(queries: int, conf: tuple[str, ...], warmup: float, window:
         rerender(batch_cost.rerender, from_results, out, as_json)
         return
     check_spark_settings(conf)
-    options = batch_cost.Options(queries=queries, conf=conf, warmup=warmup, window=window)
+    for lever in levers:
+        settings = batch_cost.lever_settings(lever)
+        if not settings:
+            fail("--lever: give one or more Spark settings as spark.KEY=VALUE, separated by commas (got an empty one).")
+        check_spark_settings(settings, "--lever")
+    if len(set(levers)) < len(levers):
+        fail("--lever: each lever once (a side per lever).")
+    options = batch_cost.Options(queries=queries, conf=conf, levers=levers, warmup=warmup, window=window)
     run_pool_bench(batch_cost.run, batch_cost.render, options, out, as_json, "batch-cost.png")
 
 
