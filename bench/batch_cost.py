@@ -3,7 +3,7 @@ default settings and with Sluice's, side by side in one run.
 
 The same pool twice, one after the other: the same master (`local[2]`), the same Kafka broker and
 load, the same N queries of the density mix (`bench/density.py`: 10% critical 2 s filters, the rest
-bulk filters and windowed counts). Each side is a fresh runtime process (`sluice.runtime`, in-process
+bulk filters and windowed counts, each with literals of its own unless `--same-shapes`). Each side is a fresh runtime process (`sluice.runtime`, in-process
 cameo scheduler); after its queries run and a warm-up, the window's CPU of the runtime's whole
 process tree (the JVM, the runtime's Python, the processes they start) is divided by the
 micro-batches its queries completed in that window. The JVM's threads are also read by kind
@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .density import Load, is_critical, manifest, rate
+from .density import Load, compiles, is_critical, manifest, rate
 from .procfs import THREAD_KINDS, cpu_seconds, thread_seconds, tree
 
 SPARK_DEFAULTS: dict[str, str] = {
@@ -44,11 +44,14 @@ SPARK_DEFAULTS: dict[str, str] = {
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.LocalFs",
     "spark.ui.retainedStages": "1000",
     "spark.ui.retainedJobs": "1000",
+    "spark.sql.codegen.cache.maxEntries": "100",
+    "spark.sql.streaming.ui.enabled": "true",
 }
 """Spark 4.2's own values of the settings `runtime/session.py` changes to make a batch cheaper:
 adaptive execution (Sluice: off), the checkpoint writer and Hadoop's local filesystem (Sluice:
-FileSystem-based on the raw local filesystem, `RAW_LOCAL_FILES`), the UI's retained stages and
-jobs (Sluice: 300)."""
+FileSystem-based on the raw local filesystem, `RAW_LOCAL_FILES`; with Sluice's jar its subclass that
+starts no process), the UI's retained stages and jobs (Sluice: 300), the generated-code cache (Sluice:
+`CODEGEN_CACHE_ENTRIES`) and the streaming UI (Sluice: off)."""
 SIDES = ("spark-defaults", "sluice")
 
 
@@ -61,6 +64,8 @@ class Options:
     """Each one more side: the `sluice` side's settings plus these (KEY=VALUE[,KEY=VALUE...])."""
     warmup: float = 60.0
     """Seconds after the last query runs before the window."""
+    same_shapes: bool = False
+    """The density mix's queries of a kind with the same literals (`density.literals`)."""
     window: float = 60.0
     master: str = "local[2]"
 
@@ -115,7 +120,7 @@ def _measure(side: str, options: Options, broker: Any, topics: list[str], out: P
     runtime.start()
     try:
         began = time.monotonic()
-        bodies = [manifest(i, broker.bootstrap, topic) for i, topic in enumerate(topics)]
+        bodies = [manifest(i, broker.bootstrap, topic, options.same_shapes) for i, topic in enumerate(topics)]
         for body in bodies:
             runtime.register(body)
         keys = [f"{body['metadata']['namespace']}/{body['metadata']['name']}" for body in bodies]
@@ -157,18 +162,6 @@ def _measure(side: str, options: Options, broker: Any, topics: list[str], out: P
                                                round(60 * (compiles1 - compiles0) / seconds / len(keys), 2)),
         "critical_attainment_min": min((a for k in critical if (a := after[k].attainment) is not None), default=None),
     }
-
-
-def compiles(url: str) -> float | None:
-    """Janino's compilations in the runtime's JVM so far (its /metrics), or None if it does not say."""
-    import urllib.request
-
-    from prometheus_client.parser import text_string_to_metric_families
-
-    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as response:
-        text = response.read().decode()
-    return next((sample.value for family in text_string_to_metric_families(text) for sample in family.samples
-                 if sample.name == "sluice_runtime_codegen_compiles_total"), None)
 
 
 def run(options: Options, out: Path, log: Any = print) -> dict[str, Any]:
@@ -256,6 +249,8 @@ def render(result: dict[str, Any]) -> str:
     if conf:
         lines.append("sluice side with: " + ", ".join(conf))
     lines.append("compiles: Janino's generated classes compiled per minute per query in the window")
+    if options.get("same_shapes"):
+        lines.append("--same-shapes: every query of a kind with the same literals (three pipeline shapes)")
     lines.extend(levers)
     return "\n".join(lines)
 

@@ -15,7 +15,10 @@ Per application: for N = 1, 5, 10, N runtimes each host one query (fifo: a lone 
 scheduler) and their process groups' RSS and CPU are divided by N.
 
 The mix, by query index i: every tenth query is a critical filter (SLA 2 s, `sla.critical`); the others are bulk,
-half of them windowed aggregations (SLA 1-5 min), half filters (SLA 30 s); rates 10-50 events/s.
+half of them windowed aggregations (SLA 1-5 min), half filters (SLA 30 s); rates 10-50 events/s. Each
+query has literals of its own (thresholds, a key it leaves out, its window and watermark delay:
+`literals`), as tenants' queries do, so each compiles classes of its own; `--same-shapes` gives every
+query of a kind the same ones.
 No query sets `spec.trigger`: the runtime chooses each interval from its SLA.
 """
 
@@ -58,36 +61,85 @@ class Options:
     """The shared pool's scheduler capacity: batches granted at once."""
     critical_lane: int = CRITICAL_LANE
     """Its slots beyond the capacity that only critical queries' batches take."""
+    same_shapes: bool = False
+    """Every query of a kind with the same literals (three pipeline shapes), not its own (`literals`)."""
 
 
 def is_critical(i: int) -> bool:
     return i % 10 == 0
 
 
-def manifest(i: int, bootstrap: str, topic: str) -> dict[str, Any]:
+LITERALS_SEED = 7
+"""Seeds each query's own literals (`literals`): the same mix in every run."""
+KEYS = 50
+"""The load's keys: k0 to k49."""
+
+
+@dataclass(frozen=True)
+class Literals:
+    """Query i's own constants: what makes its generated code a class of its own, as real tenants'
+    filters differ in their thresholds and keys (`--same-shapes`: today's mix, three shapes)."""
+
+    critical_threshold: int = 900
+    bulk_threshold: int = 500
+    excluded_key: str | None = None
+    window_s: int = 30
+    delay_s: int = 5
+
+
+def literals(i: int, same_shapes: bool = False) -> Literals:
+    """Query i's literals, drawn from a seed per query: thresholds within 5% and 10% of the shared
+    mix's (so each query's selectivity stays close to it), a key it leaves out, a window of 20-40 s
+    and a watermark delay of 3-7 s."""
+    if same_shapes:
+        return Literals()
+    import random
+
+    rng = random.Random(LITERALS_SEED * 1_000_003 + i)
+    return Literals(critical_threshold=880 + rng.randrange(41), bulk_threshold=450 + rng.randrange(101),
+                    excluded_key=f"k{rng.randrange(KEYS)}", window_s=20 + rng.randrange(21), delay_s=3 + rng.randrange(5))
+
+
+def manifest(i: int, bootstrap: str, topic: str, same_shapes: bool = False) -> dict[str, Any]:
     """Query i of the mix (see the module's docstring)."""
     tenant = f"tenant-{i % TENANTS:02d}"
+    own = literals(i, same_shapes)
     spec: dict[str, Any] = {
         "pool": "density",
         "source": {"type": "kafka", "bootstrapServers": bootstrap, "topic": topic, "startingOffsets": "latest",
                    "schema": "key STRING, seq BIGINT, produced_at TIMESTAMP, amount DOUBLE"},
         "sink": {"type": "noop"},
     }
+    but_key = "" if own.excluded_key is None else f" AND key <> '{own.excluded_key}'"
     if is_critical(i):
-        spec["pipeline"] = [{"filter": "amount > 900"}, {"select": ["key", "seq", "amount"]}]
+        spec["pipeline"] = [{"filter": f"amount > {own.critical_threshold}{but_key}"}, {"select": ["key", "seq", "amount"]}]
         spec["sla"] = {"latencyTarget": "2s", "critical": True}
     elif i % 2 == 0:
-        spec["pipeline"] = [{"watermark": {"column": "produced_at", "delay": "5s"}},
-                            {"window": {"column": "produced_at", "size": "30s"}},
-                            {"groupBy": ["window", "key"]},
-                            {"aggregate": [{"fn": "count", "name": "n"}, {"fn": "sum", "column": "amount"}]}]
+        spec["pipeline"] = [
+            *([] if own.excluded_key is None else [{"filter": f"key <> '{own.excluded_key}'"}]),
+            {"watermark": {"column": "produced_at", "delay": f"{own.delay_s}s"}},
+            {"window": {"column": "produced_at", "size": f"{own.window_s}s"}},
+            {"groupBy": ["window", "key"]},
+            {"aggregate": [{"fn": "count", "name": "n"}, {"fn": "sum", "column": "amount"}]}]
         spec["sla"] = {"latencyTarget": f"{60 * (1 + i % 5)}s"}
         spec["resources"] = {"shufflePartitions": 2}
     else:
-        spec["pipeline"] = [{"filter": "amount > 500"}, {"select": ["key", "amount"]}]
+        spec["pipeline"] = [{"filter": f"amount > {own.bulk_threshold}{but_key}"}, {"select": ["key", "amount"]}]
         spec["sla"] = {"latencyTarget": "30s"}
     return {"apiVersion": API_VERSION, "kind": "StreamingQuery",
             "metadata": {"name": f"q{i:04d}", "namespace": tenant}, "spec": spec}
+
+
+def compiles(url: str) -> float | None:
+    """Janino's compilations in the runtime's JVM so far (its /metrics), or None if it does not say."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as response:
+        text = response.read().decode()
+    return next((sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+                 if sample.name == "sluice_runtime_codegen_compiles_total"), None)
 
 
 def rate(i: int) -> float:
@@ -233,7 +285,7 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
             last_add = 0.0
             for i in range(added, n):
                 topic = broker.create_topic(f"density-{i:04d}", partitions=1)
-                body = manifest(i, broker.bootstrap, topic)
+                body = manifest(i, broker.bootstrap, topic, options.same_shapes)
                 key = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
                 if is_critical(i):
                     critical.add(key)
@@ -264,10 +316,12 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                 gc0 = collections(runtime.proc.pid)  # before the window: jstat is a JVM of its own
                 cpu0, wall0, batches0 = cpu_seconds(runtime.proc.pid), time.monotonic(), sum(s.batches for s in before.values())
                 busy0 = machine_busy_seconds()
+                compiles0 = compiles(runtime.url)
                 log(f"N={n}: measuring {window:.0f} s")
                 time.sleep(window)
                 cpu1, wall1, busy1 = cpu_seconds(runtime.proc.pid), time.monotonic(), machine_busy_seconds()
                 gc1 = collections(runtime.proc.pid)
+                compiles1 = compiles(runtime.url)
                 statuses = asyncio.run(runtime.client.queries())
             except RuntimeUnreachable as error:  # the runtime died while measuring: a finding, the steps end here
                 stopped = f"the runtime stopped answering at N={n} ({error}); {_fate(runtime)}"
@@ -284,6 +338,9 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                 "driver_gc": pauses(gc0, gc1, wall1 - wall0),
                 "interval_restarts": sum(s.interval_restarts for s in statuses.values()),
                 "batches_per_s": round((batches1 - batches0) / (wall1 - wall0), 2),
+                "codegen_compiles_per_min_per_query": (
+                    None if compiles0 is None or compiles1 is None
+                    else round(60 * (compiles1 - compiles0) / (wall1 - wall0) / n, 2)),
                 "decision_us": round(core_decision_seconds(n, rounds=2000) * 1e6, 2),
                 "metric_series": _scrape_series(runtime.url),
                 "add_last_query_s": round(last_add, 2),
@@ -346,7 +403,7 @@ def per_app(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str
                 runtime.start()
                 runtimes.append(runtime)
                 topic = broker.create_topic(f"per-app-{n}-{i}", partitions=1)
-                body = manifest(i, broker.bootstrap, topic)
+                body = manifest(i, broker.bootstrap, topic, options.same_shapes)
                 body["spec"]["pool"] = f"app-{i}"
                 runtime.register(body)
                 load.add(topic, rate(i))
@@ -368,9 +425,15 @@ def per_app(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str
     return rows
 
 
+def _compiles(row: dict[str, Any]) -> str:
+    value = row.get("codegen_compiles_per_min_per_query")
+    return "-" if value is None else f"{value:.2f}"
+
+
 def render(result: dict[str, Any]) -> str:
     lines = [f"{'N':>5} {'worst crit':>10} {'worst bulk':>10} {'crit p99':>9} {'bulk p99':>9} {'RSS MB':>7} "
-             f"{'cores':>6} {'machine':>7} {'batch/s':>7} {'GC':>5} {'decide µs':>9} {'series':>7} {'add N-th':>8}"]
+             f"{'cores':>6} {'machine':>7} {'batch/s':>7} {'GC':>5} {'decide µs':>9} {'series':>7} {'add N-th':>8} "
+             f"{'compiles':>8}"]
     for r in result["shared"]:
         if "stopped" in r:
             lines.append(f"{r['queries']:>5} not reached: {r['stopped']}")
@@ -384,7 +447,7 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"{r['queries']:>5} {_pct(r['worst_critical_attainment']):>10} {_pct(r['worst_bulk_attainment']):>10} "
                      f"{ms(r['critical_p99_ms']):>9} {ms(r['bulk_p99_ms']):>9} {r['driver_rss_mb']:>7.0f} "
                      f"{r['driver_cores']:>6.2f} {machine:>7} {r['batches_per_s']:>7.1f} {gc:>5} {r['decision_us']:>9.1f} "
-                     f"{r['metric_series']:>7} {r['add_last_query_s']:>7.1f}s")
+                     f"{r['metric_series']:>7} {r['add_last_query_s']:>7.1f}s {_compiles(r):>8}")
     lines.append("")
     for r in result["per_app"]:
         lines.append(f"one application per query, N={r['queries']}: {r['rss_mb_per_query']:.0f} MB, "
@@ -395,6 +458,9 @@ def render(result: dict[str, Any]) -> str:
         app = max(r["rss_mb_per_query"] for r in result["per_app"])
         lines.append(f"shared pool at N={result['capacity_queries']}: {per_query:.1f} MB per query "
                      f"({app / per_query:.1f}x below one application per query)")
+    lines.append("compiles: generated classes Janino compiled per minute per query in the step's window")
+    if (result.get("options") or {}).get("same_shapes"):
+        lines.append("--same-shapes: every query of a kind with the same literals (three pipeline shapes)")
     lines.append(f"capacity: {result['capacity_queries']} queries with every SLA kept")
     broke = [r for r in result["shared"] if "held" in r and not r["held"]]
     if broke and leading(broke[0]):

@@ -150,6 +150,19 @@ map stage again, 5-6 s more in `sluice bench rescale` per kill. An executor stil
 after 120 s is killed by Spark (the scaler's grace, default 30 s, no longer bounds it)."""
 
 
+CODEGEN_CACHE_ENTRIES = 2000
+"""Spark's cache of compiled generated classes (`spark.sql.codegen.cache.maxEntries`, Spark's
+default 100, static): keyed by each class's source text, into which a query's literals are
+pasted, so a pool of tenants' queries with their own thresholds and keys needs an entry per
+class of each (2-5 a query). `sluice bench batch-cost` at 50 queries with distinct literals:
+0.88x and 0.90x the CPU per batch of 100 entries in two runs (docs/performance.md)."""
+STREAMING_UI = "false"
+"""`spark.sql.streaming.ui.enabled`: Spark's Structured Streaming tab records every progress event
+in the UI's store; the runtime reads only the UI's stage and executor lists, and gives each query's
+progress itself (status, metrics). Off: 0.90x and 0.92x the CPU per batch in two runs
+(docs/performance.md)."""
+
+
 JIT_ENV = "SLUICE_DRIVER_JIT"
 """`tiered` (the default) or `c1`: the driver JVM's JIT compilers (`JIT_OPTIONS`)."""
 JIT_OPTIONS = {"tiered": "", "c1": "-XX:TieredStopAtLevel=1"}
@@ -372,6 +385,8 @@ def build_session(config: SessionConfig) -> Any:
         .config("spark.ui.retainedJobs", "300")
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
+        .config("spark.sql.streaming.ui.enabled", STREAMING_UI)
         .config("spark.sql.warehouse.dir", str(config.workdir / "warehouse"))
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")

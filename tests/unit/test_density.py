@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -167,3 +168,27 @@ def test_batch_cost_levers_are_sides_on_top_of_sluice_s_settings() -> None:
     assert batch_cost.side_conf("sluice+spark.a=1, spark.b=2", options) == ("spark.x=1", "spark.a=1", "spark.b=2")
     assert batch_cost.side_conf("sluice", options) == ("spark.x=1",)
     assert "spark.x=1" not in batch_cost.side_conf("spark-defaults", options)
+
+
+def test_each_query_of_the_mix_has_its_own_literals_unless_same_shapes() -> None:
+    bodies = [density_bench.manifest(i, "localhost:9092", f"t{i}") for i in range(200)]
+    for body in bodies:
+        load_query(body)  # each a valid query
+    pipelines = [json.dumps(b["spec"]["pipeline"]) for b in bodies]
+    assert len(set(pipelines)) >= 190  # nearly every query a pipeline text of its own
+    assert pipelines == [json.dumps(density_bench.manifest(i, "h", f"t{i}")["spec"]["pipeline"]) for i in range(200)]
+    same = {json.dumps(density_bench.manifest(i, "h", "t", same_shapes=True)["spec"]["pipeline"]) for i in range(200)}
+    assert len(same) == 3  # today's mix: a critical filter, a bulk filter, a windowed count
+    thresholds = [density_bench.literals(i).critical_threshold for i in range(200)]
+    assert min(thresholds) >= 880 and max(thresholds) <= 920  # selectivity stays near the shared mix's
+
+
+def test_cpu_seconds_counts_a_child_that_ended_before_any_reading() -> None:
+    import os
+    import subprocess
+    import sys
+
+    before = procfs.cpu_seconds(os.getpid())
+    subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"],
+                   check=True)
+    assert procfs.cpu_seconds(os.getpid()) - before >= 0.45  # the child's CPU, reaped: its parent's cutime

@@ -43,11 +43,13 @@ from sluice.cli.common import (
               help="The shared pool's scheduler capacity: batches granted at once.")
 @click.option("--critical-lane", type=click.IntRange(0, 100_000), default=CRITICAL_LANE, show_default=True,
               help="Its slots beyond the capacity, per latency-critical query, that only their batches take (0: none).")
+@click.option("--same-shapes", is_flag=True,
+              help="Every query of a kind with the same literals (three pipeline shapes), not its own thresholds, key and window.")
 @json_option
 @calibrate_option
 @from_results_option
 def bench_density(counts: str, per_app: str, warmup: float, window: float, out: str, conf: tuple[str, ...],
-                  capacity: int, critical_lane: int, as_json: bool, from_results: str | None) -> None:
+                  capacity: int, critical_lane: int, same_shapes: bool, as_json: bool, from_results: str | None) -> None:
     """How many tenants' queries one pool holds with every SLA kept, and memory per query against one app each."""
     from sluice.bench import density as density_bench
 
@@ -59,7 +61,7 @@ def bench_density(counts: str, per_app: str, warmup: float, window: float, out: 
     options = density_bench.Options(counts=parse_counts(counts, "--counts"),
                                     per_app=() if per_app.strip() == "none" else parse_counts(per_app, "--per-app"),
                                     warmup=warmup, window=window, conf=conf, capacity=capacity,
-                                    critical_lane=critical_lane)
+                                    critical_lane=critical_lane, same_shapes=same_shapes)
     run_pool_bench(density_bench.run, density_bench.render, options, out, as_json, "density.png")
 
 
@@ -98,11 +100,13 @@ def run_pool_bench(run: Callable[..., dict[str, Any]], render: Callable[[dict[st
 @click.option("--window", type=DurationParam(5, 3600), default="60s", show_default=True, help="Measured time per side.")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/batch-cost", show_default=True,
               help="Writes results.json, summary.txt and batch-cost.png here.")
+@click.option("--same-shapes", is_flag=True,
+              help="Every query of a kind with the same literals (three pipeline shapes), not its own thresholds, key and window.")
 @json_option
 @calibrate_option
 @from_results_option
 def bench_batch_cost(queries: int, conf: tuple[str, ...], levers: tuple[str, ...], warmup: float, window: float,
-                     out: str, as_json: bool, from_results: str | None) -> None:
+                     out: str, same_shapes: bool, as_json: bool, from_results: str | None) -> None:
     """CPU per micro-batch of one pool's runtime, with Spark's default settings and with Sluice's, side by side."""
     from sluice.bench import batch_cost
 
@@ -117,7 +121,8 @@ def bench_batch_cost(queries: int, conf: tuple[str, ...], levers: tuple[str, ...
         check_spark_settings(settings, "--lever")
     if len(set(levers)) < len(levers):
         fail("--lever: each lever once (a side per lever).")
-    options = batch_cost.Options(queries=queries, conf=conf, levers=levers, warmup=warmup, window=window)
+    options = batch_cost.Options(queries=queries, conf=conf, levers=levers, warmup=warmup, window=window,
+                                 same_shapes=same_shapes)
     run_pool_bench(batch_cost.run, batch_cost.render, options, out, as_json, "batch-cost.png")
 
 
