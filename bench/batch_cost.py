@@ -112,7 +112,8 @@ def measure(side: str, options: Options, broker: Any, topics: list[str], out: Pa
 def _measure(side: str, options: Options, broker: Any, topics: list[str], out: Path, log: Any) -> dict[str, Any]:
     from sluice.testing.runtime_process import RuntimeProcess
 
-    workdir = out / side
+    all_sides = sides(options)
+    workdir = out / (side if side in SIDES else f"lever-{all_sides.index(side) - len(SIDES) + 1}")  # a name of any length
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     conf = side_conf(side, options)

@@ -26,7 +26,8 @@ def test_a_baked_jar_is_used_as_named(monkeypatch: pytest.MonkeyPatch, tmp_path:
     monkeypatch.setenv(jvm_sink.JAR_ENV, str(baked))
     assert jvm_sink.jar() == baked
     assert jvm_sink.session_conf() == {"spark.driver.extraClassPath": str(baked),
-                                       "spark.executor.extraClassPath": str(baked)}
+                                       "spark.executor.extraClassPath": str(baked),
+                                       "spark.sql.streaming.checkpointFileManagerClass": jvm_sink.CHECKPOINT_MANAGER}
 
 
 def test_a_missing_baked_jar_or_the_switch_means_foreach_batch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
