@@ -25,6 +25,10 @@ from sluice.cli.common import (
     rerender,
 )
 
+same_shapes_option = click.option(
+    "--same-shapes", is_flag=True,
+    help="Every query of a kind with the same literals (three pipeline shapes), not its own thresholds, key and window.")
+
 
 @click.command("density")
 @click.option("--counts", default="1,10,50,100,200,400", show_default=True,
@@ -43,8 +47,7 @@ from sluice.cli.common import (
               help="The shared pool's scheduler capacity: batches granted at once.")
 @click.option("--critical-lane", type=click.IntRange(0, 100_000), default=CRITICAL_LANE, show_default=True,
               help="Its slots beyond the capacity, per latency-critical query, that only their batches take (0: none).")
-@click.option("--same-shapes", is_flag=True,
-              help="Every query of a kind with the same literals (three pipeline shapes), not its own thresholds, key and window.")
+@same_shapes_option
 @json_option
 @calibrate_option
 @from_results_option
@@ -100,8 +103,7 @@ def run_pool_bench(run: Callable[..., dict[str, Any]], render: Callable[[dict[st
 @click.option("--window", type=DurationParam(5, 3600), default="60s", show_default=True, help="Measured time per side.")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/batch-cost", show_default=True,
               help="Writes results.json, summary.txt and batch-cost.png here.")
-@click.option("--same-shapes", is_flag=True,
-              help="Every query of a kind with the same literals (three pipeline shapes), not its own thresholds, key and window.")
+@same_shapes_option
 @json_option
 @calibrate_option
 @from_results_option
