@@ -3,10 +3,10 @@ default settings and with Sluice's, side by side in one run.
 
 The same pool twice, one after the other: the same master (`local[2]`), the same Kafka broker and
 load, the same N queries of the density mix (`bench/density.py`: 10% critical 2 s filters, the rest
-bulk filters and windowed counts, each with literals of its own unless `--same-shapes`). Each side is a fresh runtime process (`sluice.runtime`, in-process
-cameo scheduler); after its queries run and a warm-up, the window's CPU of the runtime's whole
-process tree (the JVM, the runtime's Python, the processes they start) is divided by the
-micro-batches its queries completed in that window. The JVM's threads are also read by kind
+bulk filters and windowed counts, each with literals of its own unless `--same-shapes`). Each side is
+a fresh runtime process (`sluice.runtime`, in-process cameo scheduler); after its queries run and a
+warm-up, the window's CPU of the runtime's whole process tree (the JVM, the runtime's Python, the
+processes they start) is divided by the micro-batches its queries completed in that window. The JVM's threads are also read by kind
 (`procfs.THREAD_KINDS`: stream execution, task, JIT, GC, the rest), per batch.
 
 Sides:
@@ -79,6 +79,11 @@ def sides(options: Options) -> tuple[str, ...]:
     return (*SIDES, *(f"sluice+{lever}" for lever in options.levers))
 
 
+def labels(names: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """Each side's short name, in table, plot and folder: its own for the first two, `lever N` after."""
+    return {side: side if i < len(SIDES) else f"lever {i - len(SIDES) + 1}" for i, side in enumerate(names)}
+
+
 def side_conf(side: str, options: Options) -> tuple[str, ...]:
     if side == "spark-defaults":
         return tuple(f"{key}={value}" for key, value in SPARK_DEFAULTS.items())
@@ -112,8 +117,7 @@ def measure(side: str, options: Options, broker: Any, topics: list[str], out: Pa
 def _measure(side: str, options: Options, broker: Any, topics: list[str], out: Path, log: Any) -> dict[str, Any]:
     from sluice.testing.runtime_process import RuntimeProcess
 
-    all_sides = sides(options)
-    workdir = out / (side if side in SIDES else f"lever-{all_sides.index(side) - len(SIDES) + 1}")  # a name of any length
+    workdir = out / labels(sides(options))[side].replace(" ", "-")  # a lever's own name may be any length
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     conf = side_conf(side, options)
@@ -205,17 +209,17 @@ def plot(result: dict[str, Any], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = {side: side if i < len(SIDES) else f"lever {i - len(SIDES) + 1}" for i, side in enumerate(result["sides"])}
+    names = labels(list(result["sides"]))
     shown = [s for s, row in result["sides"].items() if "stopped" not in row]
-    labels = [names[s] for s in shown]
+    ticks = [names[s] for s in shown]
     fig, axis = plt.subplots(figsize=(max(7.0, 1.2 * len(shown) + 3), 4.5))
     bottoms = [0.0] * len(shown)
     for kind in THREAD_KINDS:
         heights = [result["sides"][s]["threads_ms_per_batch"][kind] for s in shown]
-        axis.bar(labels, heights, bottom=bottoms, label=kind)
+        axis.bar(ticks, heights, bottom=bottoms, label=kind)
         bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
     other = [max(result["sides"][s]["cpu_ms_per_batch"] - b, 0.0) for s, b in zip(shown, bottoms, strict=True)]
-    axis.bar(labels, other, bottom=bottoms, label="other (ended threads, children)", color="lightgrey")
+    axis.bar(ticks, other, bottom=bottoms, label="other (ended threads, children)", color="lightgrey")
     axis.set_ylabel("CPU ms per micro-batch")
     ratio = result.get("ratio")
     axis.set_title(f"{result['options']['queries']} queries: Sluice {ratio:.2f}x Spark's defaults" if ratio
@@ -231,11 +235,10 @@ def render(result: dict[str, Any]) -> str:
     lines = [f"CPU per micro-batch of the pool's runtime, {options['queries']} queries of the density mix, "
              f"{options['master']}, {options['window']:.0f} s windows",
              f"{'side':<16}{'batches/s':>10}{'cores':>7}{'ms/batch':>10}{'/sluice':>8}{'compiles':>9}   by thread kind (ms/batch)"]
-    levers = []
-    for i, (side, row) in enumerate(result["sides"].items()):
-        name = side if i < len(SIDES) else f"lever {i - len(SIDES) + 1}"
-        if i >= len(SIDES):
-            levers.append(f"lever {i - len(SIDES) + 1}: {side.removeprefix('sluice+')}")
+    names = labels(list(result["sides"]))
+    levers = [f"{names[side]}: {side.removeprefix('sluice+')}" for side in list(result["sides"])[len(SIDES):]]
+    for side, row in result["sides"].items():
+        name = names[side]
         if "stopped" in row:
             lines.append(f"{name:<16}stopped: {row['stopped']}")
             continue

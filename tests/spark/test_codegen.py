@@ -13,7 +13,6 @@ from sluice.runtime import codegen
 pytestmark = [pytest.mark.spark]
 
 
-
 def test_a_new_literal_compiles_a_class_and_the_same_query_again_does_not(spark: Any) -> None:
     threshold = random.randrange(10**9)  # a literal no earlier plan in this JVM had
     query = f"SELECT id * 3 AS x FROM range(100) WHERE id % 7 > {threshold % 5} AND id < {threshold}"

@@ -334,8 +334,8 @@ def _last_pid() -> int:
 
 def test_sluice_s_checkpoint_writer_writes_atomically_and_starts_no_process(spark: Any, tmp_path: Path) -> None:
     """`NioCheckpointFileManager`: the file appears whole under its name only when closed, a
-    cancelled one leaves nothing (not even its temporary file), an existing one is kept unless overwriting is asked, and 40 writes
-    start no process, where Spark's own writer on the same filesystem starts one a file (Hadoop's
+    cancelled one leaves nothing (not even its temporary file), an existing one is kept unless
+    overwriting is asked, and 40 writes start no process, where Spark's own writer on the same filesystem starts one a file (Hadoop's
     `chmod`; the kernel's last PID counts them, with the JVM's threads)."""
     from py4j.protocol import Py4JJavaError
 
