@@ -375,7 +375,8 @@ class StreamingQuerySpec(Model):
     execution: Execution = "auto"
     """microBatch, realTime (Spark's Real-time Mode: a stateless Kafka-to-Kafka query, rows
     processed as they arrive), or auto: Real-time Mode when the query can run in it and its SLA
-    is below what micro-batches can keep, else micro-batches."""
+    is below what micro-batches can keep, or when it is critical and its micro-batches would cost
+    the pool more cores than its Real-time reservation holds; else micro-batches."""
 
     @model_validator(mode="after")
     def _pipeline_is_coherent(self) -> StreamingQuerySpec:

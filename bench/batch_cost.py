@@ -6,8 +6,11 @@ load, the same N queries of the density mix (`bench/density.py`: 10% critical 2 
 bulk filters and windowed counts, each with literals of its own unless `--same-shapes`). Each side is
 a fresh runtime process (`sluice.runtime`, in-process cameo scheduler); after its queries run and a
 warm-up, the window's CPU of the runtime's whole process tree (the JVM, the runtime's Python, the
-processes they start) is divided by the micro-batches its queries completed in that window. The JVM's threads are also read by kind
-(`procfs.THREAD_KINDS`: stream execution, task, JIT, GC, the rest), per batch.
+processes they start) is divided by the micro-batches its queries completed in that window. The
+JVM's threads are also read by kind (`procfs.THREAD_KINDS`: stream execution, task, JIT, GC, the
+rest), per batch: each thread's own CPU over the window, under the kind its name says at the end
+(Spark renames task threads as they take tasks; a stream thread restarted for a new interval is a
+new thread); a thread that ended inside the window is left out.
 
 Sides:
   spark-defaults  Sluice's settings that only make batches cheaper reverted to Spark's defaults
@@ -33,8 +36,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from . import jfr
 from .density import Load, compiles, is_critical, manifest, rate
-from .procfs import THREAD_KINDS, cpu_seconds, thread_seconds, tree
+from .procfs import THREAD_KINDS, ThreadSeries, cpu_seconds, tree
 
 SPARK_DEFAULTS: dict[str, str] = {
     "spark.sql.adaptive.enabled": "true",
@@ -55,6 +59,12 @@ starts no process), the UI's retained stages and jobs (Sluice: 300), the generat
 SIDES = ("spark-defaults", "sluice")
 
 
+REGISTER_TIMEOUT = 600.0
+"""Seconds one registration may take to answer (it answers once its query has started)."""
+START_LIMIT = 1800.0
+"""Seconds a side may take to start all its queries before it is reported stopped."""
+
+
 @dataclass(frozen=True)
 class Options:
     queries: int = 100
@@ -68,6 +78,8 @@ class Options:
     """The density mix's queries of a kind with the same literals (`density.literals`)."""
     window: float = 60.0
     master: str = "local[2]"
+    jfr: bool = False
+    """A Flight Recorder profile of each side's driver JVM over its window (`bench/jfr.py`)."""
 
 
 def lever_settings(lever: str) -> tuple[str, ...]:
@@ -92,15 +104,6 @@ def side_conf(side: str, options: Options) -> tuple[str, ...]:
     return options.conf
 
 
-def threads_by_kind(pid: int) -> dict[str, float]:
-    """CPU seconds of every live thread under `pid`, summed by kind."""
-    totals = dict.fromkeys(THREAD_KINDS, 0.0)
-    for p in tree(pid):
-        for kind, seconds in (thread_seconds(p) or {}).values():
-            totals[kind] += seconds
-    return totals
-
-
 def measure(side: str, options: Options, broker: Any, topics: list[str], out: Path, log: Any) -> dict[str, Any]:
     """One side's figures, or `stopped` (a finding, not a crash) when its runtime could not take or
     run all the queries."""
@@ -114,6 +117,14 @@ def measure(side: str, options: Options, broker: Any, topics: list[str], out: Pa
         return {"conf": list(side_conf(side, options)), "queries": len(topics), "stopped": stopped}
 
 
+def profile(recording: Path) -> dict[str, Any]:
+    """A side's JFR summary (`jfr.hottest`), or what kept it from being read (the side's figures stand)."""
+    try:
+        return jfr.hottest(jfr.samples(recording))
+    except (jfr.ProfileError, OSError, ValueError, KeyError) as error:
+        return {"samples": 0, "error": str(error)}
+
+
 def _measure(side: str, options: Options, broker: Any, topics: list[str], out: Path, log: Any) -> dict[str, Any]:
     from sluice.testing.runtime_process import RuntimeProcess
 
@@ -121,7 +132,9 @@ def _measure(side: str, options: Options, broker: Any, topics: list[str], out: P
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     conf = side_conf(side, options)
-    runtime = RuntimeProcess(workdir, master=options.master, conf=conf)
+    # a registration returns once its query started; on a saturated side that took over 60 s at ~60
+    # queries (Spark's defaults): patience, so each side's cost is measured, and its start time said
+    runtime = RuntimeProcess(workdir, master=options.master, conf=conf, timeout=REGISTER_TIMEOUT)
     runtime.start()
     try:
         began = time.monotonic()
@@ -134,21 +147,35 @@ def _measure(side: str, options: Options, broker: Any, topics: list[str], out: P
             pending = [k for k in keys if k not in statuses or statuses[k].phase == "Pending"]
             if not pending:
                 break
-            if time.monotonic() - began > 600:
-                raise RuntimeError(f"{side}: {len(pending)} of {len(keys)} queries still not started after 600 s")
+            if time.monotonic() - began > START_LIMIT:
+                raise RuntimeError(f"{side}: {len(pending)} of {len(keys)} queries still not started after {START_LIMIT:.0f} s")
             time.sleep(1)
         failed = {k: s.message for k, s in statuses.items() if s.phase not in ("Running",)}
         if failed:
             key, message = next(iter(failed.items()))
             raise RuntimeError(f"{side}: {len(failed)} queries did not run ({key}: {message})")
-        log(f"{side}: {len(keys)} queries running after {time.monotonic() - began:.0f} s; warming up {options.warmup:.0f} s")
+        started = time.monotonic() - began
+        log(f"{side}: {len(keys)} queries running after {started:.0f} s; warming up {options.warmup:.0f} s")
         time.sleep(options.warmup)
         before = asyncio.run(runtime.client.queries())
         compiles0 = compiles(runtime.url)
-        cpu0, kinds0, wall0 = cpu_seconds(runtime.proc.pid), threads_by_kind(runtime.proc.pid), time.monotonic()
+        recording, jvm = None, 0
+        if options.jfr:
+            try:
+                jvm = jfr.jvm_of(runtime.proc.pid)
+                jfr.start(jvm, workdir / "profile.jfr")
+                recording = workdir / "profile.jfr"
+            except jfr.ProfileError as error:
+                log(f"{side}: no profile ({error})")
+        threads = ThreadSeries()  # each thread's own CPU since the first sample, by its kind at the last
+        threads.sample(tree(runtime.proc.pid))
+        cpu0, wall0 = cpu_seconds(runtime.proc.pid), time.monotonic()
         log(f"{side}: measuring {options.window:.0f} s")
         time.sleep(options.window)
-        cpu1, kinds1, wall1 = cpu_seconds(runtime.proc.pid), threads_by_kind(runtime.proc.pid), time.monotonic()
+        cpu1, wall1 = cpu_seconds(runtime.proc.pid), time.monotonic()
+        threads.sample(tree(runtime.proc.pid))
+        if recording is not None:
+            jfr.stop(jvm)
         after = asyncio.run(runtime.client.queries())
         compiles1 = compiles(runtime.url)
     finally:
@@ -158,14 +185,15 @@ def _measure(side: str, options: Options, broker: Any, topics: list[str], out: P
     per = max(batches, 1)
     seconds = wall1 - wall0
     return {
-        "conf": list(conf), "queries": len(keys), "window_s": round(seconds, 1), "batches": batches,
+        "conf": list(conf), "queries": len(keys), "start_s": round(started), "window_s": round(seconds, 1), "batches": batches,
         "batches_per_s": round(batches / seconds, 2),
         "cores": round((cpu1 - cpu0) / seconds, 3),
         "cpu_ms_per_batch": round(1000 * (cpu1 - cpu0) / per, 1),
-        "threads_ms_per_batch": {kind: round(1000 * max(kinds1[kind] - kinds0[kind], 0.0) / per, 1) for kind in THREAD_KINDS},
+        "threads_ms_per_batch": {kind: round(1000 * threads.totals[kind] / per, 1) for kind in THREAD_KINDS},
         "codegen_compiles_per_min_per_query": (None if compiles0 is None or compiles1 is None else
                                                round(60 * (compiles1 - compiles0) / seconds / len(keys), 2)),
         "critical_attainment_min": min((a for k in critical if (a := after[k].attainment) is not None), default=None),
+        **({"profile": profile(recording)} if recording is not None else {}),
     }
 
 
@@ -253,6 +281,13 @@ def render(result: dict[str, Any]) -> str:
     if conf:
         lines.append("sluice side with: " + ", ".join(conf))
     lines.append("compiles: Janino's generated classes compiled per minute per query in the window")
+    for side, row in result["sides"].items():
+        profile = row.get("profile")
+        if profile and profile["samples"]:
+            areas = ", ".join(f"{area} {share:.0%}" for area, share in profile["areas"].items())
+            hot = ", ".join(f"{name.rsplit('.', 2)[-2]}.{name.rsplit('.', 1)[-1]} {share:.0%}"
+                            for name, share in profile["top_methods"][:4])
+            lines.append(f"{names[side]} JFR, {profile['samples']} samples: on the stack {areas}; on top {hot}")
     if options.get("same_shapes"):
         lines.append("--same-shapes: every query of a kind with the same literals (three pipeline shapes)")
     lines.extend(levers)

@@ -31,6 +31,7 @@ from sluice.scheduler import execution
 from sluice.scheduler.core import SchedulerError
 
 from . import codegen, jvm_sink, realtime
+from .batch_budget import BatchMeter, process_cpu
 from .gate import FixedPool, Gate, Gatekeeper
 from .hosted import HostedQuery, query_spec
 from .intake import Intake
@@ -97,7 +98,11 @@ class QueryHost:
         self.metrics.registry.register(LatencyCollector(self.reads.latency_snapshots))
         self.metrics.registry.register(CodegenCollector(lambda: codegen.compiles(spark)))
         self.intake = Intake(self).listen(spark)
-        self.driver = DriverWatch(driver_process(spark))  # checked every tick: a dead driver ends the host
+        driver = driver_process(spark)
+        self.driver = DriverWatch(driver)  # checked every tick: a dead driver ends the host
+        self._driver_pid = driver.pid if driver is not None else None
+        self.batch_meter = BatchMeter()
+        """The driver's CPU per batch, sampled every lifecycle check (what `auto` weighs)."""
         self._ticker = threading.Thread(target=self._tick, name="sluice-lifecycle-tick", daemon=True)
         self._ticker.start()
 
@@ -197,12 +202,19 @@ class QueryHost:
         if problem is not None:
             self._pending(hosted, problem)
             return
-        mode = execution.mode_of(query)
+        mode = self._mode(hosted)
         with self.lock:
             hosted.execution, hosted.execution_reason = mode.mode, mode.reason
         if mode.mode == "realTime":  # no micro-batches: nothing for the scheduler to order
-            self._start_realtime(hosted)
-            return
+            refused = self._start_realtime(hosted)
+            if refused is None:
+                return
+            if not execution.weighed(query):
+                self._pending(hosted, f"{refused} (retrying).")
+                return
+            with self.lock:  # the budget chose it, but the pool has no slots to reserve: micro-batches
+                hosted.execution = "microBatch"
+                hosted.execution_reason = f"{mode.reason[:-1]}; the pool refused the reservation ({refused}): micro-batches."
         scheduler = self.scheduler
         try:
             if scheduler is not None and not scheduler.register(hosted.spec):
@@ -230,19 +242,32 @@ class QueryHost:
             hosted.thread_cpu = None  # a new stream thread: its CPU counts from its first commit
         self._set_phase(hosted, "Running", "")
 
-    def _start_realtime(self, hosted: HostedQuery) -> None:
+    def _mode(self, hosted: HostedQuery) -> execution.ExecutionChoice:
+        """How a query runs: its spec's choice, and for a critical query `auto` may run in
+        Real-time Mode, its pool's batch budget weighed at its first start here (kept across its
+        restarts: a restart for a new interval does not move it between modes)."""
+        query = hosted.query
+        if not execution.weighed(query):
+            return execution.mode_of(query)
+        if hosted.execution:
+            return execution.ExecutionChoice("realTime" if hosted.execution == "realTime" else "microBatch",
+                                             hosted.execution_reason)
+        batch_cpu, measured = self.batch_meter.batch_cpu()
+        interval = self.intervals.plan(hosted, list(self.queries.values())).interval
+        return execution.mode_of(query, execution.Budget(batch_cpu, measured, interval, realtime.slots_of(query)))
+
+    def _start_realtime(self, hosted: HostedQuery) -> str | None:
         """Run a query in Spark's Real-time Mode: no micro-batches, so no gate and no interval;
         its latency comes from a consumer of its sink topic (`sluice.runtime.realtime`). Its task
         slots are reserved with the scheduler first, out of the micro-batch queries' capacity; a
-        reservation the scheduler refuses leaves it Pending with the scheduler's sentence."""
+        reservation the scheduler refuses starts nothing and returns the scheduler's sentence."""
         query = hosted.query
         slots = realtime.slots_of(query)
         if self.scheduler is not None:
             try:
                 self.scheduler.register(replace(hosted.spec, reserved_slots=slots))
             except SchedulerError as refused:
-                self._pending(hosted, f"{refused} (retrying).")
-                return
+                return str(refused)
         with self.lock:
             hosted.reserved_slots = slots
         try:
@@ -254,7 +279,7 @@ class QueryHost:
                 hosted.reserved_slots = 0
             self._set_phase(hosted, "Failed", one_line(error))
             log.warning("query %s failed to start in Real-time Mode: %s", query.key, hosted.message)
-            return
+            return None
         assert isinstance(query.spec.sink, KafkaSink)  # realtime_problem allowed nothing else
         with self.lock:
             hosted.handle = handle
@@ -262,6 +287,7 @@ class QueryHost:
             hosted.probe = realtime.SinkLatency(query.spec.sink, spark_name(query.key),
                                                 lambda entry: self.intake.on_realtime(hosted, entry)).start()
         self._set_phase(hosted, "Running", "")
+        return None
 
     def _adapt_interval(self, hosted: HostedQuery) -> bool:
         """Restart a query whose SLA-driven interval should change; True if it did."""
@@ -339,6 +365,10 @@ class QueryHost:
         """Retry Pending queries, notice failed ones, and change at most one query's interval (a
         restart holds this thread for seconds, and registrations queue behind it)."""
         self.passes += 1
+        if self._driver_pid is not None:
+            with self.lock:
+                batches = sum(h.batches for h in self.queries.values())
+            self.batch_meter.sample(self.clock(), process_cpu(self._driver_pid), batches)
         restarted = False
         for hosted in list(self.queries.values()):
             if hosted.phase == "Pending" and hosted.retry_at and self.clock() >= hosted.retry_at:

@@ -27,25 +27,27 @@ class IntervalControl:
         """Seconds a query keeps an SLA-driven interval before it may change (a change restarts it)."""
 
     def choose(self, hosted: HostedQuery, others: Iterable[HostedQuery] = ()) -> float:
+        """The interval to start with (`plan`), recorded on the query."""
+        choice = self.plan(hosted, others)
+        self.record(hosted, choice)
+        return choice.interval
+
+    def plan(self, hosted: HostedQuery, others: Iterable[HostedQuery] = ()) -> intervals.Choice:
         """The interval to start with: spec.trigger, else the SLA's (pure `intervals.next_interval`);
         before its own batches are measured, a twin's among `others` (`twin_of`), else the start cap."""
         trigger = hosted.query.spec.trigger
         if trigger is not None:
-            choice = intervals.Choice(trigger.interval.seconds, "spec.trigger sets it.")
-        else:
-            sla, delay = hosted.spec.latency_target, hosted.delay
-            with self.lock:
-                costs = costs_of(hosted)
-                current = hosted.interval
-                twin = twin_of(hosted, others) if current is None and measured_costs(hosted) is None else None
-            if current is not None:
-                choice = intervals.next_interval(current, sla, costs, delay)
-            elif twin is not None:
-                choice = intervals.seeded(sla, twin.costs, delay, twin.key, twin.interval)
-            else:
-                choice = intervals.first(sla, costs, delay)
-        self.record(hosted, choice)
-        return choice.interval
+            return intervals.Choice(trigger.interval.seconds, "spec.trigger sets it.")
+        sla, delay = hosted.spec.latency_target, hosted.delay
+        with self.lock:
+            costs = costs_of(hosted)
+            current = hosted.interval
+            twin = twin_of(hosted, others) if current is None and measured_costs(hosted) is None else None
+        if current is not None:
+            return intervals.next_interval(current, sla, costs, delay)
+        if twin is not None:
+            return intervals.seeded(sla, twin.costs, delay, twin.key, twin.interval)
+        return intervals.first(sla, costs, delay)
 
     def record(self, hosted: HostedQuery, choice: intervals.Choice) -> None:
         with self.lock:

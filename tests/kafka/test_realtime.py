@@ -23,11 +23,12 @@ from sluice.testing.waiting import wait_for
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
 
-def _query(name: str, bootstrap: str, source: str, sink: str, execution: str, sla: str, min_partitions: int | None = None) -> Any:
+def _query(name: str, bootstrap: str, source: str, sink: str, execution: str, sla: str, min_partitions: int | None = None,
+           critical: bool = False) -> Any:
     return load_query({
         "apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery",
         "metadata": {"name": name, "namespace": "rtm"},
-        "spec": {"pool": "p", "execution": execution, "sla": {"latencyTarget": sla},
+        "spec": {"pool": "p", "execution": execution, "sla": {"latencyTarget": sla, "critical": critical},
                  "source": {"type": "kafka", "bootstrapServers": bootstrap, "topic": source, "schema": EVENT_SCHEMA,
                             "startingOffsets": "earliest",
                             **({"minPartitions": min_partitions} if min_partitions else {})},
@@ -104,5 +105,37 @@ def test_a_real_time_query_runs_beside_a_micro_batch_one_and_loses_nothing(kafka
         wait_for(lambda: slow.output_rows > 0, 60, "the micro-batch query's rows")  # it kept running too
         host.remove("rtm/fast")
         assert core.reserved == 0 and core.available == 4  # stopping it gives its slots back
+    finally:
+        host.stop_all()
+
+
+def test_auto_runs_a_critical_filter_in_real_time_mode_when_its_batches_cost_the_pool_more(
+        kafka_spark: Any, broker: KafkaBroker, tmp_path: Path) -> None:
+    source = broker.create_topic("budget-in", 1)
+    sinks = {name: broker.create_topic(f"budget-{name}", 1) for name in ("steady", "busy", "crowded", "bulk")}
+    host = QueryHost(kafka_spark, tmp_path / "ck", LocalScheduler(Scheduler("cameo", capacity=4)))
+    try:
+        # nothing measured yet: Spark's prior, 76 ms a batch at its interval, is well under a core
+        steady = host.add(_query("steady", broker.bootstrap, source, sinks["steady"], "auto", "2s", critical=True))
+        assert steady.execution == "microBatch" and steady.phase == "Running", steady.execution_reason
+        assert "before the pool measured any" in steady.execution_reason
+        assert "less than the 1 core a Real-time reservation holds" in steady.execution_reason
+        # the driver measured at 10 s of CPU a batch (a pool past its cores): a reserved core is cheaper
+        host._driver_pid = None  # the lifecycle's own samples of this idle driver stay out of the meter
+        host.batch_meter.sample(0.0, 0.0, 0)
+        host.batch_meter.sample(1.0, 200.0, 20)
+        busy = host.add(_query("busy", broker.bootstrap, source, sinks["busy"], "auto", "2s", critical=True))
+        assert busy.execution == "realTime" and busy.phase == "Running", (busy.execution_reason, busy.message)
+        assert "10 s of CPU a batch (measured on the pool) every 1000 ms is 10.00 cores" in busy.execution_reason
+        assert busy.reserved_slots == 1
+        # Real-time would hold 3 of the 4 slots with 1 reserved: refused, so micro-batches, said why
+        crowded = host.add(_query("crowded", broker.bootstrap, source, sinks["crowded"], "auto", "2s",
+                                  min_partitions=3, critical=True))
+        assert crowded.execution == "microBatch" and crowded.phase == "Running", crowded.message
+        assert "the pool refused the reservation" in crowded.execution_reason and crowded.reserved_slots == 0
+        # a query that is not critical is not weighed
+        bulk = host.add(_query("bulk", broker.bootstrap, source, sinks["bulk"], "auto", "2s"))
+        assert bulk.execution == "microBatch" and "cores" not in bulk.execution_reason
+        assert host.status("rtm/busy").execution_reason == busy.execution_reason  # what the status says
     finally:
         host.stop_all()

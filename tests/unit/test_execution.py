@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from sluice.api.query import realtime_problem
+from sluice.runtime.batch_budget import BatchMeter
 from sluice.scheduler.execution import (
+    BATCH_CPU_PRIOR,
+    Budget,
     choose,
     micro_batch_floor,
     reservation_problem,
@@ -71,3 +74,35 @@ def test_a_real_time_reservation_must_leave_the_micro_batch_queries_their_slots(
                        "maxExecutors or set spec.execution to microBatch.")
     # the micro-batch queries always keep one slot, even with no measured need
     assert reservation_problem("shared", 4, 0, 4, 0) is not None and reservation_problem("shared", 4, 0, 3, 0) is None
+
+
+def test_auto_weighs_a_critical_querys_micro_batches_against_the_cores_its_reservation_holds() -> None:
+    # 76 ms of CPU every 500 ms is 0.15 cores: less than the 1 core a one-partition reservation holds
+    cheap = choose("auto", 2.0, None, floor=0.75, budget=Budget(0.076, True, 0.5, 1))
+    assert cheap.mode == "microBatch" and "0.15 cores, less than the 1 core" in cheap.reason
+    assert "measured on the pool" in cheap.reason
+    # 300 ms of CPU every 200 ms (batches back to back on a busy pool) is 1.5 cores: more than 1
+    dear = choose("auto", 2.0, None, floor=0.75, budget=Budget(0.3, False, 0.2, 1))
+    assert dear.mode == "realTime" and "1.50 cores, more than the 1 core" in dear.reason
+    assert "before the pool measured any" in dear.reason
+    # a reservation of 4 partitions' slots holds 4 cores: the same batches stay micro-batches
+    assert choose("auto", 2.0, None, floor=0.75, budget=Budget(0.3, True, 0.2, 4)).mode == "microBatch"
+    # what Real-time Mode cannot run, or an explicit mode, is not weighed
+    assert choose("auto", 2.0, "the sink is noop", floor=0.75, budget=Budget(0.3, True, 0.2, 1)).mode == "microBatch"
+    assert choose("microBatch", 2.0, None, floor=0.75, budget=Budget(0.3, True, 0.2, 1)).mode == "microBatch"
+
+
+def test_the_batch_meter_divides_the_drivers_cpu_by_the_batches_in_its_window() -> None:
+    meter = BatchMeter(window=60.0, min_batches=20)
+    assert meter.batch_cpu() == (BATCH_CPU_PRIOR, False)  # nothing measured: the prior
+    meter.sample(0.0, 10.0, 100)
+    meter.sample(2.0, 10.5, 110)
+    assert meter.per_batch() is None  # 10 batches: too few to say
+    meter.sample(4.0, 11.6, 140)
+    assert meter.batch_cpu() == (pytest.approx(1.6 / 40), True)
+    meter.sample(70.0, 20.0, 240)  # the samples older than the window leave it
+    assert meter.per_batch() == pytest.approx((20.0 - 11.6) / 100)
+    meter.sample(72.0, 20.2, 30)  # queries left with their counts: start over
+    assert meter.per_batch() is None
+    meter.sample(74.0, 20.3, 60)
+    assert meter.per_batch() == pytest.approx(0.1 / 30)

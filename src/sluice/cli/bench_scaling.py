@@ -3,6 +3,7 @@ costs it, and how it rescales."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -103,12 +104,16 @@ def run_pool_bench(run: Callable[..., dict[str, Any]], render: Callable[[dict[st
 @click.option("--window", type=DurationParam(5, 3600), default="60s", show_default=True, help="Measured time per side.")
 @click.option("--out", type=click.Path(file_okay=False), default="bench/out/batch-cost", show_default=True,
               help="Writes results.json, summary.txt and batch-cost.png here.")
+@click.option("--jfr", is_flag=True,
+              help="Record a JDK Flight Recorder profile of each side's driver JVM over its window (profile.jfr in the "
+                   "side's folder; the recording's own cost falls on every side alike) and put where its Java "
+                   "threads spent their samples in results.json.")
 @same_shapes_option
 @json_option
 @calibrate_option
 @from_results_option
 def bench_batch_cost(queries: int, conf: tuple[str, ...], levers: tuple[str, ...], warmup: float, window: float,
-                     out: str, same_shapes: bool, as_json: bool, from_results: str | None) -> None:
+                     out: str, jfr: bool, same_shapes: bool, as_json: bool, from_results: str | None) -> None:
     """CPU per micro-batch of one pool's runtime, with Spark's default settings and with Sluice's, side by side."""
     from sluice.bench import batch_cost
 
@@ -123,8 +128,10 @@ def bench_batch_cost(queries: int, conf: tuple[str, ...], levers: tuple[str, ...
         check_spark_settings(settings, "--lever")
     if len(set(levers)) < len(levers):
         fail("--lever: each lever once (a side per lever).")
+    if jfr and (shutil.which("jcmd") is None or shutil.which("jfr") is None):
+        fail("--jfr: the JDK's jcmd and jfr are not on PATH; install a JDK (not a JRE) or leave out --jfr.")
     options = batch_cost.Options(queries=queries, conf=conf, levers=levers, warmup=warmup, window=window,
-                                 same_shapes=same_shapes)
+                                 same_shapes=same_shapes, jfr=jfr)
     run_pool_bench(batch_cost.run, batch_cost.render, options, out, as_json, "batch-cost.png")
 
 

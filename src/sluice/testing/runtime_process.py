@@ -32,7 +32,7 @@ def _port() -> int:
 
 class RuntimeProcess:
     def __init__(self, workdir: Path, master: str = "local[2]", conf: tuple[str, ...] = (),
-                 capacity: int = RUNTIME_CAPACITY, critical_lane: int = CRITICAL_LANE) -> None:
+                 capacity: int = RUNTIME_CAPACITY, critical_lane: int = CRITICAL_LANE, timeout: float = 60) -> None:
         self.workdir = workdir
         self.master = master
         self.capacity = capacity  # the in-process scheduler's: batches granted at once
@@ -40,7 +40,7 @@ class RuntimeProcess:
         self.conf = conf  # Spark settings (KEY=VALUE), each passed as `--conf`
         self.port = _port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.client = RuntimeClient(self.url, TOKEN, timeout=60)
+        self.client = RuntimeClient(self.url, TOKEN, timeout=timeout)  # a call's answer, at most (seconds)
         self.proc: Any = None
         self.starts = 0
 
