@@ -282,12 +282,12 @@ def render(result: dict[str, Any]) -> str:
         lines.append("sluice side with: " + ", ".join(conf))
     lines.append("compiles: Janino's generated classes compiled per minute per query in the window")
     for side, row in result["sides"].items():
-        profile = row.get("profile")
-        if profile and profile["samples"]:
-            areas = ", ".join(f"{area} {share:.0%}" for area, share in profile["areas"].items())
+        summary = row.get("profile")
+        if summary and summary["samples"]:
+            areas = ", ".join(f"{area} {share:.0%}" for area, share in summary["areas"].items())
             hot = ", ".join(f"{name.rsplit('.', 2)[-2]}.{name.rsplit('.', 1)[-1]} {share:.0%}"
-                            for name, share in profile["top_methods"][:4])
-            lines.append(f"{names[side]} JFR, {profile['samples']} samples: on the stack {areas}; on top {hot}")
+                            for name, share in summary["top_methods"][:4])
+            lines.append(f"{names[side]} JFR, {summary['samples']} samples: on the stack {areas}; on top {hot}")
     if options.get("same_shapes"):
         lines.append("--same-shapes: every query of a kind with the same literals (three pipeline shapes)")
     lines.extend(levers)
