@@ -225,6 +225,9 @@ class ExecutorInfo(Answer):
     activeTasks: int = 0
     addedAt: float | None = None
     """When it registered with the driver (epoch seconds; None: not told)."""
+    warm: bool | None = None
+    """Warm before work: false while its JVM warms up on bulk tasks and it takes no urgent band's
+    task; None where no executor warms up (a local master, or the urgent lane off)."""
 
 
 class ExecutorState(Answer):

@@ -27,8 +27,9 @@ together, by force. Where state partitions move first (`plan_moving`), the grace
 last partition moved: the leaving executors go once their state has left, however long the paced
 moves take (measured: a 120 s grace from the change forced a 1 GiB shrink with 17-23 units
 still to move), and a mover that stalls still ends the shrink a grace after its last move. On a
-grow, state moves onto a new executor only once it is warm (it has run a task, or `WARM_AFTER`
-has passed), so the batches that pay for its JVM's start are not also
+grow, state moves onto a new executor only once it is warm (with the urgent lane, warm as the
+lane's warm-up calls it, `Warmup.java`, since until then urgent tasks stay off it; else once it
+has run a task, or `WARM_AFTER` has passed), so the batches that pay for its JVM's start are not also
 the ones that reload state; the scaler gives each new executor a task of its own at once
 (`executor_warmup`: a small job that prefers it), since a stream's tasks stay where their data is.
 
@@ -57,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.api.pool import PoolPriority
 from sluice.api.wire import ExecutorInfo, ExecutorState
 
-from . import executor_warmup
+from . import executor_warmup, jvm_sink
 from .batching import settled
 from .megaphone import Executor, StateMover
 from .stages import spark_time
@@ -204,6 +205,7 @@ class ExecutorScaler:
         """When the mover last moved a state partition (the clock's seconds)."""
         self._moves_seen = 0
         """The mover's moves as the scaler last saw them."""
+        self._warmth_trouble = ""
         self.warm_ups: dict[str, float | None] = {}
         """Executor id -> seconds its warm-up job took (None while it runs, or if it failed)."""
         if mover is not None:
@@ -244,12 +246,14 @@ class ExecutorScaler:
             removed = list(target.killed) if target else []
             leaving = sorted(target.leaving & listed) if target else []
         mover = self.mover
+        warmth = self.warmth()
         return ExecutorState(
             current=len(executors),
             target=value,
             removing=removing,
             removed=removed,
-            executors=[ExecutorInfo(id=e.id, activeTasks=e.active_tasks, addedAt=e.added_at or None)
+            executors=[ExecutorInfo(id=e.id, activeTasks=e.active_tasks, addedAt=e.added_at or None,
+                                    warm=warmth[e.id] == "warm" if e.id in warmth else None)
                        for e in executors],
             leaving=leaving,
             placement=mover.placement() if mover else {},
@@ -260,6 +264,18 @@ class ExecutorScaler:
             taskSlots=self.lane[0], bulkTasks=self.lane[1], raisedPriorities=self.lane[2],
             priority=self.priority,
         )
+
+    def warmth(self) -> dict[str, str]:
+        """Each executor's warm-up state ("cold", "warm") where executors warm up before urgent
+        work (`jvm_sink.warmth`), else empty; its trouble, if any, logged once."""
+        sc = self.spark.sparkContext
+        if jvm_sink.LANE_PLUGIN not in (sc.getConf().get("spark.plugins") or "") or not jvm_sink.loaded(self.spark):
+            return {}
+        found = jvm_sink.warmth(self.spark)
+        if found.trouble and found.trouble != self._warmth_trouble:
+            log.warning("joining executors take urgent tasks while they warm up: %s", found.trouble)
+        self._warmth_trouble = found.trouble
+        return found.executors
 
     # ------------------------------------------------------------------ writing
 
@@ -315,7 +331,9 @@ class ExecutorScaler:
             for e in executors:
                 if e.completed_tasks == 0 and e.id not in self.warm_ups and e.id not in leaving and e.host:
                     self._warm(e)
-            self.mover.step([Executor(e.id, e.host, e.warm(now)) for e in executors], leaving)
+            warmth = self.warmth()  # where executors warm up before urgent work, state waits for it too
+            self.mover.step([Executor(e.id, e.host, warmth[e.id] == "warm" if e.id in warmth else e.warm(now))
+                             for e in executors], leaving)
             if self.mover.moves > self._moves_seen:  # reported as a batch asked, since the last step
                 self._moved_at, self._moves_seen = now, self.mover.moves
         with self._lock:

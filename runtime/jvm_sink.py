@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,26 @@ def gates(spark: Any) -> Any:
 def lane_status(spark: Any) -> str:
     """"on", or why urgent tasks run at the normal CPU priority in this JVM (`UrgentLane.status`)."""
     return str(spark.sparkContext._jvm.dev.sluice.sink.UrgentLane.status())
+
+
+@dataclass(frozen=True, slots=True)
+class Warmth:
+    """Warm before work as the driver's JVM has it (`Warmup.java`)."""
+
+    executors: dict[str, str]
+    """Each executor's state, "cold" or "warm" (executors of their own only)."""
+    events: list[str]
+    """"MILLIS ID cold|warm|gone [WHY]", in order."""
+    trouble: str
+    """Empty while cold executors are kept out of urgent task sets; else why they are not."""
+
+
+def warmth(spark: Any) -> Warmth:
+    """The executors' warm-up states, their history and any trouble (`Warmup.state`, `events`)."""
+    warmup = spark.sparkContext._jvm.dev.sluice.sink.Warmup
+    pairs = [item.split("=", 1) for item in str(warmup.state()).split(",") if "=" in item]
+    events = [line for line in str(warmup.events()).splitlines() if line]
+    return Warmth({executor: state for executor, state in pairs}, events, str(warmup.trouble()))
 
 
 def batch_id_key(spark: Any) -> str:

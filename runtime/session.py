@@ -273,6 +273,22 @@ def lane_sentence(lane: Lane, gated: bool, lever: PoolPriority) -> str:
     return f"on: {turns}; {said.get(lever.mechanism, 'no thread priorities')} ({lever.reason})"
 
 
+NEVER = "1000000"
+"""A failure threshold no stage reaches."""
+EXCLUDE_LISTS = {
+    "spark.excludeOnFailure.taskAndStage.enabled": "true",
+    "spark.excludeOnFailure.task.maxTaskAttemptsPerExecutor": NEVER,
+    "spark.excludeOnFailure.task.maxTaskAttemptsPerNode": NEVER,
+    "spark.excludeOnFailure.stage.maxFailedTasksPerExecutor": NEVER,
+    "spark.excludeOnFailure.stage.maxFailedExecutorsPerNode": NEVER,
+}
+"""Warm before work (`Warmup.java`) keeps a joining executor out of the urgent bands' task sets
+through each task set's exclude list, which Spark makes only with task-and-stage exclusion on;
+its failure thresholds are raised out of reach, so a failing task is retried as with exclusion
+off and only the warm-up's entries fill the lists. (Application-wide exclusion stays off.)
+Executors of their own only: a local master has one, the driver."""
+
+
 def lane_conf(bands: int, bulk_tasks: int) -> dict[str, str]:
     """The urgent lane's settings: its plugin, the urgent bands, and (`bulk_tasks` > 0) how many
     tasks outside them run at once in one JVM (sources and RDDs then split by that, not by the
@@ -367,6 +383,8 @@ def build_session(config: SessionConfig) -> Any:
     allocation.write_text(fairscheduler_xml(config.bands))
     os.environ.setdefault("PYSPARK_PIN_THREAD", "true")
     lane = lane_conf(config.bands, config.bulk_tasks) if config.urgent_lane else {}
+    if lane and not config.master.startswith("local["):
+        lane |= EXCLUDE_LISTS
     jvm_options = LANE_OPTIONS if lane else ""
     builder = (
         SparkSession.builder.master(config.master)

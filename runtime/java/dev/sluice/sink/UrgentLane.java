@@ -13,6 +13,7 @@ import java.util.PriorityQueue;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import org.apache.spark.SparkConf;
+import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.plugin.DriverPlugin;
@@ -24,7 +25,7 @@ import org.apache.spark.api.plugin.SparkPlugin;
  * The urgent lane: the scheduler's urgent bands reach the kernel and never wait for a task slot.
  *
  * <p>Spark never pre-empts a running task, and on a few cores an urgent batch's driver work and
- * tasks share the CPUs with whatever bulk tasks hold them. Two things fix that here:
+ * tasks share the CPUs with whatever bulk tasks hold them. Three things fix that here:
  *
  * <ul>
  *   <li><b>CPU priority.</b> A thread running a task of an urgent band (a pool named in {@link
@@ -52,6 +53,8 @@ import org.apache.spark.api.plugin.SparkPlugin;
  *       it is summed per batch (its jobs' description) and taken by its commit ({@link
  *       #takeTurnWait}) where the tasks run in the driver's JVM, so the work fit can tell it from
  *       the tasks' own time off the CPU.
+ *   <li><b>Warm before work</b> ({@link Warmup}): an executor that joins takes no urgent task
+ *       until the bulk bands' tasks have warmed its JVM.
  * </ul>
  */
 public final class UrgentLane implements SparkPlugin {
@@ -79,7 +82,18 @@ public final class UrgentLane implements SparkPlugin {
 
   @Override
   public DriverPlugin driverPlugin() {
-    return null;
+    return new DriverPlugin() {
+      @Override
+      public Map<String, String> init(SparkContext sc, PluginContext ctx) {
+        Warmup.driverStarted(sc, names(sc.conf().get(URGENT_POOLS, "")));
+        return Collections.emptyMap();
+      }
+
+      @Override
+      public Object receive(Object message) {
+        return Warmup.receive(message);
+      }
+    };
   }
 
   @Override
@@ -88,6 +102,9 @@ public final class UrgentLane implements SparkPlugin {
       @Override
       public void init(PluginContext ctx, Map<String, String> extraConf) {
         start(ctx.conf());
+        if (urgent != null) { // warm before work: cold until the bulk bands' tasks have warmed it
+          Warmup.executorStarted(ctx);
+        }
       }
 
       @Override
@@ -181,6 +198,7 @@ public final class UrgentLane implements SparkPlugin {
   }
 
   private static void taskEnds() {
+    Warmup.taskEnded();
     if (WAITED.get()) {
       WAITED.set(false);
       bulk.release();
