@@ -228,6 +228,8 @@ class ExecutorInfo(Answer):
     warm: bool | None = None
     """Warm before work: false while its JVM warms up on bulk tasks and it takes no urgent band's
     task; None where no executor warms up (a local master, or the urgent lane off)."""
+    warmAt: float | None = None
+    """When it became warm (epoch seconds, the driver's clock)."""
 
 
 class ExecutorState(Answer):

@@ -247,13 +247,15 @@ class ExecutorScaler:
             leaving = sorted(target.leaving & listed) if target else []
         mover = self.mover
         warmth = self.warmth()
+        known = warmth.executors if warmth else {}
         return ExecutorState(
             current=len(executors),
             target=value,
             removing=removing,
             removed=removed,
             executors=[ExecutorInfo(id=e.id, activeTasks=e.active_tasks, addedAt=e.added_at or None,
-                                    warm=warmth[e.id] == "warm" if e.id in warmth else None)
+                                    warm=known[e.id] == "warm" if e.id in known else None,
+                                    warmAt=warmth.warm_at(e.id) if warmth else None)
                        for e in executors],
             leaving=leaving,
             placement=mover.placement() if mover else {},
@@ -265,17 +267,17 @@ class ExecutorScaler:
             priority=self.priority,
         )
 
-    def warmth(self) -> dict[str, str]:
-        """Each executor's warm-up state ("cold", "warm") where executors warm up before urgent
-        work (`jvm_sink.warmth`), else empty; its trouble, if any, logged once."""
+    def warmth(self) -> jvm_sink.Warmth | None:
+        """The executors' warm-up where they warm up before urgent work (`jvm_sink.warmth`), else
+        None; its trouble, if any, logged once."""
         sc = self.spark.sparkContext
         if jvm_sink.LANE_PLUGIN not in (sc.getConf().get("spark.plugins") or "") or not jvm_sink.loaded(self.spark):
-            return {}
+            return None
         found = jvm_sink.warmth(self.spark)
         if found.trouble and found.trouble != self._warmth_trouble:
             log.warning("joining executors take urgent tasks while they warm up: %s", found.trouble)
         self._warmth_trouble = found.trouble
-        return found.executors
+        return found
 
     # ------------------------------------------------------------------ writing
 
@@ -332,7 +334,8 @@ class ExecutorScaler:
                 if e.completed_tasks == 0 and e.id not in self.warm_ups and e.id not in leaving and e.host:
                     self._warm(e)
             warmth = self.warmth()  # where executors warm up before urgent work, state waits for it too
-            self.mover.step([Executor(e.id, e.host, warmth[e.id] == "warm" if e.id in warmth else e.warm(now))
+            known = warmth.executors if warmth else {}
+            self.mover.step([Executor(e.id, e.host, known[e.id] == "warm" if e.id in known else e.warm(now))
                              for e in executors], leaving)
             if self.mover.moves > self._moves_seen:  # reported as a batch asked, since the last step
                 self._moved_at, self._moves_seen = now, self.mover.moves

@@ -195,6 +195,16 @@ class Warmth:
     trouble: str
     """Empty while cold executors are kept out of urgent task sets; else why they are not."""
 
+    def warm_at(self, executor: str) -> float | None:
+        """When `executor` last became warm (epoch seconds, the driver's clock), if it is warm."""
+        if self.executors.get(executor) != "warm":
+            return None
+        for line in reversed(self.events):
+            millis, who, state = [*line.split(" ", 3), "", ""][:3]
+            if who == executor and state == "warm":
+                return int(millis) / 1000
+        return None
+
 
 def warmth(spark: Any) -> Warmth:
     """The executors' warm-up states, their history and any trouble (`Warmup.state`, `events`)."""

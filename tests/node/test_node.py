@@ -25,12 +25,15 @@ import pytest
 import yaml
 
 from sluice.api.constants import (
+    BANDS,
     BLOCK_MANAGER_PORT,
     CONTROL_PORT,
     DRIVER_PORT,
     METRICS_PORT,
     OPERATOR_METRICS_PORT,
 )
+from sluice.runtime.stages import spark_time
+from sluice.scheduler.bands import band_name, urgent_bands
 from sluice.testing.checkov import scan, skips, unexplained
 from sluice.testing.kafka import KafkaBroker
 from sluice.testing.load import EVENT_SCHEMA, LoadPlan, generate
@@ -543,6 +546,75 @@ def test_kubectl_scale_adds_and_removes_executor_pods_and_loses_no_row(
     sent = ledger.stop()
     distinct, duplicates = exactly_once(node_broker, "payments", "ledger", sent)
     assert (distinct, duplicates) == (sent, 0), f"{sent} sent, {distinct} at the sink, {duplicates} doubled"
+
+
+def spark_tasks(ip: str, seen: dict[int, tuple[str, str, float]]) -> None:
+    """Add to `seen` every task Spark's own listener (its status store, through the driver's REST
+    API) lists now: task id -> (its stage's FAIR pool, its executor, its launch in epoch seconds)."""
+    base = f"http://{ip}:4040/api/v1/applications"
+    with urllib.request.urlopen(base, timeout=10) as response:
+        app = json.loads(response.read())[0]["id"]
+    with urllib.request.urlopen(f"{base}/{app}/stages?details=true", timeout=30) as response:
+        stages = json.loads(response.read())
+    for stage in stages:
+        for task in (stage.get("tasks") or {}).values():
+            seen[int(task["taskId"])] = (str(stage.get("schedulingPool", "")), str(task["executorId"]),
+                                         spark_time(task["launchTime"]))
+
+
+def test_a_joining_executor_pod_runs_no_urgent_task_until_it_is_warm(
+        release: NodeCluster, node_broker: KafkaBroker) -> None:
+    """Warm before work on pods: under load, a second executor pod joins; Spark's listener shows
+    it ran the bulk bands' tasks (a 30 s query's) while its JVM warmed up, no task of the urgent
+    bands (a 1 s filter's) before the runtime called it warm, and urgent tasks after."""
+    node = release
+    manifests, loads = [], []
+    for name, sla in (("alerts", "1s"), ("tally", "30s")):
+        for topic in (f"{name}-in", name):
+            node_broker.create_topic(topic, partitions=2)
+        manifest = query(name, f"{name}-in", name, node_broker.bootstrap)
+        manifest["spec"]["sla"] = {"latencyTarget": sla}
+        manifests.append(manifest)
+        loads.append(Load(node_broker, f"{name}-in", 200))
+    node.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(manifests))
+    urgent = {band_name(i) for i in range(urgent_bands(BANDS))}
+    seen: dict[int, tuple[str, str, float]] = {}
+    try:
+        wait_for(lambda: query_status(node, "alerts").get("batches", 0) >= 5, timeout=180, every=1,
+                 what="alerts running")
+        ip = pods(node, DRIVER)[0]["status"]["podIP"]
+        first = {e["id"] for e in runtime(node, "/v1/executors")["executors"]}
+        node.kubectl("scale", "sp", POOL, "--replicas", "2")
+
+        def joined() -> set[str]:
+            spark_tasks(ip, seen)  # Spark keeps its last 300 stages: read them all along
+            return {e["id"] for e in runtime(node, "/v1/executors")["executors"]} - first
+
+        (new,) = wait_for(joined, timeout=180, every=2, what="a second executor registered")
+
+        def warm_at() -> float | None:
+            spark_tasks(ip, seen)
+            listed = {e["id"]: e for e in runtime(node, "/v1/executors")["executors"]}
+            return listed[new].get("warmAt") if listed[new].get("warm") else None
+
+        warmed = wait_for(warm_at, timeout=150, every=2, what="the new executor warm")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # urgent batches after it warmed
+            spark_tasks(ip, seen)
+            time.sleep(2)
+    finally:
+        for load in loads:
+            load.stop()
+        node.kubectl("delete", "sq", "alerts", "tally", "-n", "payments", "--wait=true", "--timeout=120s", check=False)
+        node.kubectl("scale", "sp", POOL, "--replicas", "1")
+    on_new = [(pool, launch) for pool, executor, launch in seen.values() if executor == new]
+    early = [launch for pool, launch in on_new if pool in urgent and launch < warmed]
+    assert not early, f"{len(early)} urgent tasks on executor {new} before it was warm at {warmed}"
+    assert any(pool not in urgent and launch < warmed for pool, launch in on_new), "it ran no bulk task while cold"
+    assert any(pool in urgent and launch >= warmed for pool, launch in on_new), "it ran no urgent task once warm"
+    assert any(pool in urgent and launch < warmed and executor != new for pool, executor, launch in seen.values())
+    wait_for(lambda: len(pods(node, EXECUTORS)) == 1 and registered_executors(node) == 1, timeout=150, every=1,
+             what="the surplus executor pod removed")
 
 
 def test_a_killed_driver_restarts_and_its_queries_resume_from_their_checkpoints(

@@ -98,6 +98,8 @@ def test_a_joining_executor_takes_bulk_tasks_at_once_and_urgent_ones_only_once_w
 
     wait_for(lambda: jvm_sink.warmth(laned).executors.get(new) == "warm", timeout=BOUND + 30, what="the new one warm")
     assert new in ran_on(laned, urgent)  # once warm, it takes urgent tasks too
+    listed = {e.id: e for e in scaler.state().executors}
+    assert listed[new].warm is True and listed[new].warmAt is not None
     states = [line.split(" ", 3)[2:] for line in jvm_sink.warmth(laned).events if line.split(" ")[1] == new]
     assert [state[0] for state in states] == ["cold", "warm"] and "bound" in states[1][1]
     assert jvm_sink.warmth(laned).trouble == ""
