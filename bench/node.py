@@ -164,6 +164,8 @@ class Pool:
     executors: list[list[float]] = field(default_factory=list)
     """(seconds since the load started, executors registered) at each poll."""
     joined: dict[str, float] = field(default_factory=dict)
+    warmed: dict[str, float] = field(default_factory=dict)
+    """Executor id -> when it became warm (`warmAt`: it takes urgent tasks from then on)."""
     """Each executor seen, by id: when it registered with the driver (epoch seconds, Spark's own)."""
 
     def connect(self) -> None:
@@ -376,6 +378,7 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
             listed = pool.call("/v1/executors")
             pool.executors.append([round(time.time() - ready, 1), float(listed["current"])])
             pool.joined.update({e["id"]: float(e["addedAt"]) for e in listed.get("executors", []) if e.get("addedAt")})
+            pool.warmed.update({e["id"]: float(e["warmAt"]) for e in listed.get("executors", []) if e.get("warmAt")})
         with contextlib.suppress(OSError, ValueError):
             statuses.update(pool.call("/v1/queries")["queries"])
 
@@ -411,6 +414,8 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
     report: dict[str, Any] = {"policy": policy, "target": "node", "gate": "sidecar", "started_at": ready, "queries": {}, "sent": sent,
                               "executors": pool.executors,
                               "joins": sorted(round(at - ready, 1) for at in pool.joined.values() if at > ready),
+                              "warm_after_join_s": sorted(round(pool.warmed[e] - at, 1) for e, at in pool.joined.items()
+                                                          if at > ready and e in pool.warmed),
                               "drain": {"limit_s": limit,
                                                                      "took_s": round(time.time() - load_end, 1)},
                               "urgent_lane": _pool_status(pool).get("urgentLane", ""), "machine": machine,
@@ -496,7 +501,9 @@ def join_lines(runs: dict[str, list[dict[str, Any]]], queries: list[StreamingQue
                 def pct(v: Any) -> str:
                     return "-" if v is None else f"{v:.1%}"
 
-                lines.append(f"{policy} #{r + 1} {q.key}: executors joined at {', '.join(f'{j:.0f}' for j in joins)} s; "
+                warm = report.get("warm_after_join_s") or []
+                warmed = f" (warm {', '.join(f'{w:.0f}' for w in warm)} s after)" if warm else ""
+                lines.append(f"{policy} #{r + 1} {q.key}: executors joined at {', '.join(f'{j:.0f}' for j in joins)} s{warmed}; "
                              f"attainment {pct(near)} in the {JOIN_WINDOW_S:.0f} s after, {pct(rest)} over the rest")
     return lines
 
