@@ -206,6 +206,8 @@ class ExecutorScaler:
         self._moves_seen = 0
         """The mover's moves as the scaler last saw them."""
         self._warmth_trouble = ""
+        self._warmth_seen = 0
+        """Warm-up events logged so far."""
         self.warm_ups: dict[str, float | None] = {}
         """Executor id -> seconds its warm-up job took (None while it runs, or if it failed)."""
         if mover is not None:
@@ -277,6 +279,9 @@ class ExecutorScaler:
         if found.trouble and found.trouble != self._warmth_trouble:
             log.warning("joining executors take urgent tasks while they warm up: %s", found.trouble)
         self._warmth_trouble = found.trouble
+        for line in found.events[self._warmth_seen:]:
+            log.info("executor warm-up: %s", line)
+        self._warmth_seen = len(found.events)
         return found
 
     # ------------------------------------------------------------------ writing
