@@ -68,6 +68,10 @@ afford (a local master has one executor, so it never shows there). `runtime/loca
 it while state moves. `local-cluster` keeps Spark's 3 s: with 0 s there the executor warm-up
 job's tasks ran elsewhere and state moves waited on it (measured)."""
 
+WARMUP_CONF: Final = "spark.sluice.warmup.maxSeconds"
+"""The Spark setting a pool's `spec.executor.warmup` becomes: how long a joining executor may be
+kept off urgent work while it warms up (`Warmup.MAX_SECONDS` in the sink jar; 0: off)."""
+
 RUNTIME_IMAGE = "ghcr.io/sluice-dev/sluice-runtime:0.1.0"
 """The runtime image a pool without `spec.image` uses unless the operator is told another
 (`SLUICE_RUNTIME_IMAGE`, the chart's `runtimeImage`). Nothing publishes it: build it from

@@ -27,6 +27,18 @@ _MEMORY_RULE: JsonValue = {"rule": f"quantity(self.memory).compareTo(quantity('{
                 "message": f"memory must lie within {MEMORY_MIN.text}..{MEMORY_MAX.text}"}
 
 
+_LONGEST_WARMUP = Duration.parse("5m")
+
+
+def _at_most_five_minutes(value: Duration) -> Duration:
+    if value.seconds > _LONGEST_WARMUP.seconds:
+        raise ValueError(f"at most {_LONGEST_WARMUP.text}, got '{value.text}'")
+    return value
+
+
+WarmupDuration = Annotated[Duration, AfterValidator(_at_most_five_minutes)]
+
+
 class ExecutorShape(Model):
     """Size of one Spark executor pod."""
 
@@ -40,6 +52,12 @@ class ExecutorShape(Model):
     cpuRequest: Cpu | None = None
     """CPU the executor pod requests from the scheduler, e.g. '500m'; omitted: `cores`. Lower it
     to pack executors on small nodes (Spark still runs `cores` tasks at once in each)."""
+    warmup: WarmupDuration = Duration.parse("0s")
+    """Warm before work (gated policies): an executor that joins the running pool takes no urgent
+    band's task for up to this long, until the bulk bands' tasks have warmed its JVM (16 tasks and
+    its compilers quiet), e.g. '30s' (at most 5m; '0s', the default: off). Measured on a 2-core
+    node without thread priorities it cost the critical filter more than the cold start it saves:
+    its urgent tasks crowd onto the executors already there (docs/performance.md)."""
 
 
 class DriverShape(Model):

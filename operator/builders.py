@@ -19,6 +19,7 @@ from sluice.api.constants import (
     METRICS_PORT,
     OPERATOR_POD_LABEL,
     SCHEDULER_PORT,
+    WARMUP_CONF,
 )
 from sluice.api.pool import StreamingPool
 
@@ -132,6 +133,7 @@ def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
         "spark.executor.cores": str(executor.cores),
         "spark.executor.memory": f"{executor.memory.mib}m",
         **({"spark.kubernetes.executor.request.cores": executor.cpuRequest.text} if executor.cpuRequest else {}),
+        WARMUP_CONF: f"{executor.warmup.seconds:g}",
         "spark.executor.instances": str(initial),
         "spark.dynamicAllocation.enabled": "false",
         "spark.scheduler.mode": "FAIR" if model.spec.policy != "fifo" else "FIFO",

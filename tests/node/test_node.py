@@ -180,6 +180,7 @@ def test_a_pool_runs_its_driver_and_executors_as_pods(release: NodeCluster) -> N
     node.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
     pool = yaml.safe_load((ROOT / "examples" / "pool.yaml").read_text())
     pool["spec"]["executor"]["cpuRequest"] = "500m"
+    pool["spec"]["executor"]["warmup"] = "30s"  # a joining executor warms up on bulk work first
     pool["spec"].setdefault("driver", {})["cpuRequest"] = "500m"
     pool["spec"]["checkpoints"] = {"claimName": "shared-checkpoints"}
     node.kubectl("apply", "-f", "-", input=yaml.safe_dump(pool))

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sluice.api.constants import BANDS
+from sluice.api.constants import BANDS, WARMUP_CONF
 from sluice.runtime import jvm_sink
 from sluice.runtime.executors import ExecutorScaler
 from sluice.scheduler.bands import band_name, urgent_bands
@@ -31,7 +31,7 @@ def laned(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     stop_session()
     session = build_session(SessionConfig(
         master="local-cluster[2,1,1024]", workdir=Path(tmp_path_factory.mktemp("warmup")), urgent_lane=True,
-        extra={"spark.sluice.warmup.maxSeconds": str(BOUND), "spark.sluice.warmup.minTasks": "1000000"},
+        extra={WARMUP_CONF: str(BOUND), "spark.sluice.warmup.minTasks": "1000000"},
     ))
     if not jvm_sink.loaded(session):
         pytest.fail("Sluice's sink jar is not on the class path: the warm-up lives in it")

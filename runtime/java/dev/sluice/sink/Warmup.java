@@ -36,7 +36,7 @@ import scala.Option;
  * Spark runs before the executor takes any task): the executor tells the driver it is cold, and a
  * thread of its own says it is warm once it has run {@link #MIN_TASKS} tasks and its JIT
  * compilers spent under {@link #QUIET_SHARE} of a core over the last {@link #QUIET_SECONDS}
- * seconds, or at {@link #MAX_SECONDS} whatever happens (the bound).
+ * seconds, or at {@link #MAX_SECONDS} whatever happens (the bound; unset or 0: off).
  *
  * <p><b>Driver side</b>: the urgent bands' FAIR pools become {@link WarmPool}s, which exclude
  * every cold executor from each task set added to them, as Spark's own task-set exclude list
@@ -56,13 +56,15 @@ public final class Warmup {
   public static final String MAX_SECONDS = "spark.sluice.warmup.maxSeconds";
   public static final String MIN_TASKS = "spark.sluice.warmup.minTasks";
   /**
-   * The bound: an executor is warm this long after it started, whatever its compilers do. While
-   * it is cold the urgent tasks crowd onto the others, which on pods without thread priorities
-   * share their CPU with bulk tasks: kept out 60 s, a 1 s filter missed 7-26% of its rows in
-   * each 5 s from 23 s into the exclusion on (two-tenants on pods, 2026-12-04), where the join's
-   * own stall had come within the first 25 s after joins (measured before this existed).
+   * The bound: an executor is warm this long after it started, whatever its compilers do; 0 (the
+   * default): off, every executor takes urgent tasks at once. A pool sets it from
+   * {@code spec.executor.warmup}. While an executor is cold the urgent tasks crowd onto the others,
+   * which on pods without thread priorities share their CPU with bulk tasks: on a 2-core node
+   * (two-tenants, 2026-12-04) a 1 s filter missed 30-72% of its rows in each 5 s of a 32 s
+   * exclusion and 7-26% late in a 60 s one, more than the join's own stall had cost (a 4-5 s
+   * batch, 16-33 points in the 30 s after a join).
    */
-  static final double DEFAULT_MAX_SECONDS = 30.0;
+  static final double DEFAULT_MAX_SECONDS = 0.0;
   /** Tasks (of any band) an executor runs before it may be called warm. */
   static final int DEFAULT_MIN_TASKS = 16;
   /** The window over which the compilers must be quiet. */
@@ -109,6 +111,9 @@ public final class Warmup {
     SparkConf conf = ctx.conf();
     double maxSeconds = conf.getDouble(MAX_SECONDS, DEFAULT_MAX_SECONDS);
     int minTasks = conf.getInt(MIN_TASKS, DEFAULT_MIN_TASKS);
+    if (maxSeconds <= 0) { // off: this executor takes urgent tasks from its first
+      return;
+    }
     try {
       ctx.ask("cold " + id); // (not ctx.hostname(): an executor's RPC env has no address, it throws)
     } catch (Exception unreachable) {
