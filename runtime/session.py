@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sluice.api.constants import BANDS, URGENT_LANE_CHOICES
+from sluice.api.constants import BANDS, URGENT_LANE_CHOICES, WARMUP_CONF
 from sluice.api.pool import PoolPriority
 from sluice.scheduler.bands import band_name, fairscheduler_xml, urgent_bands
 
@@ -286,7 +286,19 @@ EXCLUDE_LISTS = {
 through each task set's exclude list, which Spark makes only with task-and-stage exclusion on;
 its failure thresholds are raised out of reach, so a failing task is retried as with exclusion
 off and only the warm-up's entries fill the lists. (Application-wide exclusion stays off.)
-Executors of their own only: a local master has one, the driver."""
+Executors of their own only (a local master has one, the driver), and only where the warm-up is
+on (`WARMUP_CONF` above 0): otherwise every stage would carry an exclude list for nothing."""
+
+
+def _seconds(text: str) -> float:
+    """`WARMUP_CONF`'s seconds, or one sentence naming the setting (the executors would fail on it)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:  # NaN too
+        raise ValueError(f"--conf {WARMUP_CONF}={text!r}: give seconds, 0 or more (0: no warm-up).")
+    return seconds
 
 
 def lane_conf(bands: int, bulk_tasks: int) -> dict[str, str]:
@@ -383,7 +395,7 @@ def build_session(config: SessionConfig) -> Any:
     allocation.write_text(fairscheduler_xml(config.bands))
     os.environ.setdefault("PYSPARK_PIN_THREAD", "true")
     lane = lane_conf(config.bands, config.bulk_tasks) if config.urgent_lane else {}
-    if lane and not config.master.startswith("local["):
+    if lane and not config.master.startswith("local[") and _seconds(config.extra.get(WARMUP_CONF, "0")) > 0:
         lane |= EXCLUDE_LISTS
     jvm_options = LANE_OPTIONS if lane else ""
     builder = (

@@ -113,3 +113,13 @@ def test_a_local_cluster_master_names_its_workers_cores_and_memory() -> None:
     assert local_cluster(4, 1, 1536) == "local-cluster[4,1,1536]"  # the rescale benchmark's larger workers
     with pytest.raises(ValueError, match="at least 1 executor of 1 core"):
         local_cluster(0)
+
+
+def test_a_warm_up_setting_that_is_not_seconds_is_one_sentence_naming_it() -> None:
+    from sluice.api.constants import WARMUP_CONF
+    from sluice.runtime.session import _seconds
+
+    assert _seconds("30") == 30.0 and _seconds("0") == 0.0
+    for bad in ("abc", "-5", "nan"):
+        with pytest.raises(ValueError, match=rf"^--conf {WARMUP_CONF}='{bad}': give seconds, 0 or more"):
+            _seconds(bad)
