@@ -27,16 +27,20 @@ _MEMORY_RULE: JsonValue = {"rule": f"quantity(self.memory).compareTo(quantity('{
                 "message": f"memory must lie within {MEMORY_MIN.text}..{MEMORY_MAX.text}"}
 
 
-_LONGEST_WARMUP = Duration.parse("5m")
+def _at_most(longest: str, example: str) -> AfterValidator:
+    """A duration's bound, refused in one sentence."""
+    bound = Duration.parse(longest)
+
+    def check(value: Duration) -> Duration:
+        if value.seconds > bound.seconds:
+            raise ValueError(f"'{value.text}' is longer than {longest}; give a duration of at most {longest}, "
+                             f"such as '{example}'")
+        return value
+
+    return AfterValidator(check)
 
 
-def _at_most_five_minutes(value: Duration) -> Duration:
-    if value.seconds > _LONGEST_WARMUP.seconds:
-        raise ValueError(f"at most {_LONGEST_WARMUP.text}, got '{value.text}'")
-    return value
-
-
-WarmupDuration = Annotated[Duration, AfterValidator(_at_most_five_minutes)]
+WarmupDuration = Annotated[Duration, _at_most("5m", "30s")]
 
 
 class ExecutorShape(Model):
@@ -117,17 +121,9 @@ class Quota(Model):
 
 
 AutoscalingMode = Literal["apply", "recommend", "off"]
-_LONGEST = Duration.parse("24h")
-
-
-def _at_most_a_day(value: Duration) -> Duration:
-    if value.seconds > _LONGEST.seconds:
-        raise ValueError(f"'{value.text}' is longer than 24h; give a duration of at most 24h, such as '5m'")
-    return value
-
-
-DayDuration = Annotated[Duration, AfterValidator(_at_most_a_day)]
-PositiveDayDuration = Annotated[PositiveDuration, AfterValidator(_at_most_a_day)]
+_AT_MOST_A_DAY = _at_most("24h", "5m")
+DayDuration = Annotated[Duration, _AT_MOST_A_DAY]
+PositiveDayDuration = Annotated[PositiveDuration, _AT_MOST_A_DAY]
 
 
 def _day_rule(field: str, optional: bool = False) -> JsonValue:

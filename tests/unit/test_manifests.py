@@ -98,6 +98,7 @@ CASES: list[tuple[str, Doc, Callable[[Doc], None], str, str]] = [
     ("pool-unknown-policy", POOL, at("spec", "policy", value="lifo"), "spec.policy", "cameo"),
     ("pool-bad-memory", POOL, at("spec", "executor", "memory", value="lots"), "spec.executor.memory", "512Mi"),
     ("pool-zero-cores", POOL, at("spec", "executor", "cores", value=0), "spec.executor.cores", "greater than or equal to 1"),
+    ("pool-long-warmup", POOL, at("spec", "executor", "warmup", value="10m"), "spec.executor.warmup", "at most 5m"),
     ("pool-quota-weight", POOL, at("spec", "quotas", "analytics", "weight", value=0), "spec.quotas.analytics.weight", "greater than 0"),
     ("pool-quota-share-removed", POOL, at("spec", "quotas", "analytics", "maxCoreShare", value=0.5), "spec.quotas.analytics.maxCoreShare", "not a known field"),
 ]
