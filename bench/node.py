@@ -164,9 +164,9 @@ class Pool:
     executors: list[list[float]] = field(default_factory=list)
     """(seconds since the load started, executors registered) at each poll."""
     joined: dict[str, float] = field(default_factory=dict)
+    """Each executor seen, by id: when it registered with the driver (epoch seconds, Spark's own)."""
     warmed: dict[str, float] = field(default_factory=dict)
     """Executor id -> when it became warm (`warmAt`: it takes urgent tasks from then on)."""
-    """Each executor seen, by id: when it registered with the driver (epoch seconds, Spark's own)."""
 
     def connect(self) -> None:
         secret = self.target.get("secret", f"sluice-pool-{self.name}-token", "-n", NS)

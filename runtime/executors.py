@@ -55,6 +55,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sluice.api.constants import WARMUP_CONF
 from sluice.api.pool import PoolPriority
 from sluice.api.wire import ExecutorInfo, ExecutorState
 
@@ -205,6 +206,10 @@ class ExecutorScaler:
         """When the mover last moved a state partition (the clock's seconds)."""
         self._moves_seen = 0
         """The mover's moves as the scaler last saw them."""
+        conf = spark.sparkContext.getConf()
+        self._warming_up = (jvm_sink.LANE_PLUGIN in (conf.get("spark.plugins") or "")
+                            and float(conf.get(WARMUP_CONF, "0") or 0) > 0 and jvm_sink.loaded(spark))
+        """Executors warm up before urgent work here (the lane's plugin, a warm-up above 0)."""
         self._warmth_trouble = ""
         self._warmth_seen = 0
         """Warm-up events logged so far."""
@@ -272,8 +277,7 @@ class ExecutorScaler:
     def warmth(self) -> jvm_sink.Warmth | None:
         """The executors' warm-up where they warm up before urgent work (`jvm_sink.warmth`), else
         None; its trouble, if any, logged once."""
-        sc = self.spark.sparkContext
-        if jvm_sink.LANE_PLUGIN not in (sc.getConf().get("spark.plugins") or "") or not jvm_sink.loaded(self.spark):
+        if not self._warming_up:
             return None
         found = jvm_sink.warmth(self.spark)
         if found.trouble and found.trouble != self._warmth_trouble:
