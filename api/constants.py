@@ -72,6 +72,14 @@ WARMUP_CONF: Final = "spark.sluice.warmup.maxSeconds"
 """The Spark setting a pool's `spec.executor.warmup` becomes: how long a joining executor may be
 kept off urgent work while it warms up (`Warmup.MAX_SECONDS` in the sink jar; 0: off)."""
 
+ASYNC_PROGRESS_CONF: Final = "spark.sluice.asyncProgress.intervalMs"
+"""The Spark setting for Spark's async progress tracking on the queries that allow it (stateless,
+written by Sluice's JVM sink to noop or to Kafka at least once, `runtime/streams.py`): each such
+query writes its offset and commit logs on a thread of its own, durably once every this many
+milliseconds instead of twice a batch; a restart replays up to that much. 0: off."""
+ASYNC_PROGRESS_MS: Final = 0
+"""Its default (off until a measurement shows it pays: docs/performance.md)."""
+
 RUNTIME_IMAGE = "ghcr.io/sluice-dev/sluice-runtime:0.1.0"
 """The runtime image a pool without `spec.image` uses unless the operator is told another
 (`SLUICE_RUNTIME_IMAGE`, the chart's `runtimeImage`). Nothing publishes it: build it from

@@ -141,9 +141,10 @@ def pod_cpu_seconds(uid: str, root: Path = POD_CGROUPS) -> float | None:
 JVM_OWN = {"jit": ("C1 CompilerThre", "C2 CompilerThre"), "gc": ("GC Thread", "G1 ", "VM Thread")}
 """A JVM's own threads by their names (/proc/PID/task/TID/comm, cut at 15 characters): its JIT
 compilers, and its collectors (G1's, or the Serial collector's work on the VM thread)."""
-BATCH_THREADS = {"task": ("Executor task l",), "stream": ("stream executio",)}
+BATCH_THREADS = {"task": ("Executor task ",), "stream": ("stream executio",)}
 """The threads a batch's measured work runs on: Spark's task threads (`Executor task launch
-worker`) and each query's stream execution thread (the driver's part of a batch)."""
+worker` while they run a task, `Executor task idle worker` between tasks since Spark 4.2) and each
+query's stream execution thread (the driver's part of a batch)."""
 
 
 THREAD_KINDS = (*JVM_OWN, *BATCH_THREADS, "rest")

@@ -11,9 +11,9 @@ import time
 from typing import Any
 
 from sluice.api.common import shown
-from sluice.api.constants import BANDS, GRID
+from sluice.api.constants import ASYNC_PROGRESS_CONF, ASYNC_PROGRESS_MS, BANDS, GRID
 from sluice.api.files import FilesOutsideRoot, confine_query, tenant_root
-from sluice.api.query import FilesSink, FilesSource, KafkaSink, StreamingQuery
+from sluice.api.query import FilesSink, FilesSource, KafkaSink, NoopSink, StreamingQuery
 from sluice.scheduler.bands import band_name
 
 from . import jvm_sink, realtime
@@ -91,6 +91,7 @@ def micro_batch_stream(spark: Any, hosted: HostedQuery, gate: Gate, gates: Any |
             options["sluice.pool"] = fixed.name
         if gates is not None:
             gates.register(query.key, JvmGate(gate, hosted))
+        options |= async_progress(query, async_interval_ms(spark))
         writer = frame.writeStream.format(jvm_sink.PROVIDER).options(**options)
     else:
         sink = query.spec.sink
@@ -103,6 +104,38 @@ def micro_batch_stream(spark: Any, hosted: HostedQuery, gate: Gate, gates: Any |
     if interval > 0:
         writer = writer.trigger(processingTime=f"{int(interval * 1000)} milliseconds")
     return writer.start()
+
+
+ASYNC_SINK_CHECK = "_asyncProgressTrackingOverrideSinkSupportCheck"
+"""Spark internal: the query option that lets async progress tracking run on a sink Spark does not
+list by name (it lists its own noop, console, memory and Kafka sinks; Sluice's JVM sink delegates to
+the noop and Kafka ones under a name of its own). `tests/spark/test_streams.py` fails if it moves."""
+
+
+def async_progress(query: StreamingQuery, interval_ms: int) -> dict[str, str]:
+    """The query options that turn on Spark's async progress tracking (offset and commit logs written
+    on a thread of their own, durably every `interval_ms`), for a query where that is safe: stateless
+    (Spark refuses it on state) and written to noop or to Kafka at least once, where replaying up to
+    `interval_ms` of batches after a restart is within the delivery asked for. Else none."""
+    sink = query.spec.sink
+    at_least_once = isinstance(sink, NoopSink) or (isinstance(sink, KafkaSink)
+                                                   and sink.micro_batch_delivery == "atLeastOnce")
+    if interval_ms <= 0 or query.spec.stateful or not at_least_once:
+        return {}
+    return {"asyncProgressTrackingEnabled": "true", "asyncProgressTrackingCheckpointIntervalMs": str(interval_ms),
+            ASYNC_SINK_CHECK: "true"}
+
+
+def async_interval_ms(spark: Any) -> int:
+    """`ASYNC_PROGRESS_CONF` from the session (its default when unset), or one sentence."""
+    text = spark.conf.get(ASYNC_PROGRESS_CONF, str(ASYNC_PROGRESS_MS))
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"{ASYNC_PROGRESS_CONF} is {text!r}: give whole milliseconds, 0 for off")
+    return value
 
 
 def realtime_stream(spark: Any, query: StreamingQuery, checkpoint: str) -> Any:
