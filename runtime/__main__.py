@@ -26,6 +26,7 @@ from .session import (
     EXECUTOR_REQUEST,
     SessionConfig,
     build_session,
+    check_settings,
     executor_lane,
     lane_for,
     lane_sentence,
@@ -100,6 +101,10 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(str(error))
         extra |= pods
     master = f"local[{lane.slots}]" if args.master == "local[*]" else args.master
+    try:
+        check_settings(extra)
+    except ValueError as error:
+        parser.error(str(error))
     spark = build_session(SessionConfig(master=master, workdir=workdir, scheduling=mode.scheduling,
                                        urgent_lane=lane.on, bulk_tasks=lane.bulk_tasks, kafka=args.kafka, extra=extra))
     gate: Gatekeeper | None = None

@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sluice.api.constants import BANDS, URGENT_LANE_CHOICES, WARMUP_CONF
+from sluice.api.constants import (
+    ASYNC_PROGRESS_CONF,
+    ASYNC_PROGRESS_MS,
+    BANDS,
+    URGENT_LANE_CHOICES,
+    WARMUP_CONF,
+)
 from sluice.api.pool import PoolPriority
 from sluice.scheduler.bands import band_name, fairscheduler_xml, urgent_bands
 
@@ -301,6 +307,27 @@ def _seconds(text: str) -> float:
     return seconds
 
 
+
+def async_progress_ms(text: str | None) -> int:
+    """`ASYNC_PROGRESS_CONF`'s milliseconds (its default when unset), or one sentence naming the setting."""
+    if text is None:
+        return ASYNC_PROGRESS_MS
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"--conf {ASYNC_PROGRESS_CONF}={text!r}: give whole milliseconds, 0 or more (0: off).")
+    return value
+
+
+
+def check_settings(extra: dict[str, str]) -> None:
+    """Sluice's own settings among the runtime's `--conf`, each refused in one sentence before Spark starts."""
+    _seconds(extra.get(WARMUP_CONF, "0"))
+    async_progress_ms(extra.get(ASYNC_PROGRESS_CONF))
+
+
 def lane_conf(bands: int, bulk_tasks: int) -> dict[str, str]:
     """The urgent lane's settings: its plugin, the urgent bands, and (`bulk_tasks` > 0) how many
     tasks outside them run at once in one JVM (sources and RDDs then split by that, not by the
@@ -394,6 +421,7 @@ def build_session(config: SessionConfig) -> Any:
     allocation = config.workdir / "fairscheduler.xml"
     allocation.write_text(fairscheduler_xml(config.bands))
     os.environ.setdefault("PYSPARK_PIN_THREAD", "true")
+    async_progress_ms(config.extra.get(ASYNC_PROGRESS_CONF))  # refused here, before any query starts
     lane = lane_conf(config.bands, config.bulk_tasks) if config.urgent_lane else {}
     if lane and not config.master.startswith("local[") and _seconds(config.extra.get(WARMUP_CONF, "0")) > 0:
         lane |= EXCLUDE_LISTS

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from sluice.api.common import shown
-from sluice.api.constants import ASYNC_PROGRESS_CONF, ASYNC_PROGRESS_MS, BANDS, GRID
+from sluice.api.constants import ASYNC_PROGRESS_CONF, BANDS, GRID
 from sluice.api.files import FilesOutsideRoot, confine_query, tenant_root
 from sluice.api.query import FilesSink, FilesSource, KafkaSink, NoopSink, StreamingQuery
 from sluice.scheduler.bands import band_name
@@ -21,6 +21,7 @@ from .gate import Gate, JvmGate
 from .hosted import HostedQuery
 from .pipeline import build, direct_frame, direct_sink, spark_name, warm_shape, warm_up
 from .policy import FairPool
+from .session import async_progress_ms
 from .spark_calls import one_line
 from .spark_pools import ensure_pool
 from .stages import job_description
@@ -127,16 +128,8 @@ def async_progress(query: StreamingQuery, interval_ms: int) -> dict[str, str]:
 
 
 def async_interval_ms(spark: Any) -> int:
-    """`ASYNC_PROGRESS_CONF` from the session (its default when unset), or one sentence."""
-    text = spark.conf.get(ASYNC_PROGRESS_CONF, str(ASYNC_PROGRESS_MS))
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ValueError(f"{ASYNC_PROGRESS_CONF} is {text!r}: give whole milliseconds, 0 for off")
-    return value
-
+    """`ASYNC_PROGRESS_CONF` from the session (`session.async_progress_ms`)."""
+    return async_progress_ms(spark.conf.get(ASYNC_PROGRESS_CONF, None))
 
 def realtime_stream(spark: Any, query: StreamingQuery, checkpoint: str) -> Any:
     """Start a query in Spark's Real-time Mode (its Kafka writer, `sluice.runtime.realtime`)."""

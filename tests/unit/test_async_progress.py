@@ -1,15 +1,19 @@
-"""Which queries get Spark's async progress tracking (`runtime/streams.async_progress`), and the
-setting that turns it on."""
+"""Which queries get Spark's async progress tracking (`runtime/streams.async_progress`), the setting
+that turns it on, and the runtime's refusal of a bad one of its own settings."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 
-from sluice.api.constants import ASYNC_PROGRESS_CONF
+from sluice.api.constants import ASYNC_PROGRESS_MS
 from sluice.api.query import StreamingQuery
-from sluice.runtime.streams import ASYNC_SINK_CHECK, async_interval_ms, async_progress
+from sluice.runtime.session import async_progress_ms
+from sluice.runtime.streams import ASYNC_SINK_CHECK, async_progress
 
 KAFKA = {"type": "kafka", "bootstrapServers": "k:9092", "topic": "out"}
 COUNT = [{"groupBy": ["value"]}, {"aggregate": [{"fn": "count", "name": "n"}]}]
@@ -46,25 +50,21 @@ def test_off_at_zero() -> None:
     assert async_progress(_query({"type": "noop"}), 0) == {}
 
 
-class _Conf:
-    def __init__(self, value: str | None) -> None:
-        self.value = value
-
-    def get(self, key: str, default: str) -> str:
-        assert key == ASYNC_PROGRESS_CONF
-        return default if self.value is None else self.value
-
-
-class _Session:
-    """Stands in for a SparkSession's `conf` (only `get` is read)."""
-
-    def __init__(self, value: str | None) -> None:
-        self.conf = _Conf(value)
-
-
 def test_the_setting_is_whole_milliseconds_or_one_sentence() -> None:
-    assert async_interval_ms(_Session("250")) == 250
-    assert async_interval_ms(_Session(None)) >= 0
+    assert async_progress_ms("250") == 250
+    assert async_progress_ms(None) == ASYNC_PROGRESS_MS
     for bad in ("1s", "-5", ""):
-        with pytest.raises(ValueError, match=r"spark\.sluice\.asyncProgress\.intervalMs is .*whole milliseconds"):
-            async_interval_ms(_Session(bad))
+        with pytest.raises(ValueError, match=r"--conf spark\.sluice\.asyncProgress\.intervalMs=.*whole milliseconds"):
+            async_progress_ms(bad)
+
+
+@pytest.mark.parametrize("setting,sentence", [
+    ("spark.sluice.asyncProgress.intervalMs=1s", "give whole milliseconds, 0 or more (0: off)."),
+    ("spark.sluice.warmup.maxSeconds=abc", "give seconds, 0 or more (0: no warm-up)."),
+])
+def test_the_runtime_refuses_a_bad_setting_in_one_sentence_before_spark_starts(setting: str, sentence: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "sluice.runtime", "--port", "0", "--conf", setting],
+                          env={**os.environ, "SLUICE_CONTROL_TOKEN": "t"}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1].endswith(sentence)
+    assert "Traceback" not in done.stderr
