@@ -307,7 +307,6 @@ def _seconds(text: str) -> float:
     return seconds
 
 
-
 def async_progress_ms(text: str | None) -> int:
     """`ASYNC_PROGRESS_CONF`'s milliseconds (its default when unset), or one sentence naming the setting."""
     if text is None:
@@ -319,7 +318,6 @@ def async_progress_ms(text: str | None) -> int:
     if value < 0:
         raise ValueError(f"--conf {ASYNC_PROGRESS_CONF}={text!r}: give whole milliseconds, 0 or more (0: off).")
     return value
-
 
 
 def check_settings(extra: dict[str, str]) -> None:
@@ -421,7 +419,7 @@ def build_session(config: SessionConfig) -> Any:
     allocation = config.workdir / "fairscheduler.xml"
     allocation.write_text(fairscheduler_xml(config.bands))
     os.environ.setdefault("PYSPARK_PIN_THREAD", "true")
-    async_progress_ms(config.extra.get(ASYNC_PROGRESS_CONF))  # refused here, before any query starts
+    check_settings(config.extra)  # refused here, before any query starts
     lane = lane_conf(config.bands, config.bulk_tasks) if config.urgent_lane else {}
     if lane and not config.master.startswith("local[") and _seconds(config.extra.get(WARMUP_CONF, "0")) > 0:
         lane |= EXCLUDE_LISTS

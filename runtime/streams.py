@@ -131,6 +131,7 @@ def async_interval_ms(spark: Any) -> int:
     """`ASYNC_PROGRESS_CONF` from the session (`session.async_progress_ms`)."""
     return async_progress_ms(spark.conf.get(ASYNC_PROGRESS_CONF, None))
 
+
 def realtime_stream(spark: Any, query: StreamingQuery, checkpoint: str) -> Any:
     """Start a query in Spark's Real-time Mode (its Kafka writer, `sluice.runtime.realtime`)."""
     plan = build(spark, query, measured=False, keep_ts=True)
