@@ -36,8 +36,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sluice.api.constants import ASYNC_PROGRESS_CONF
-
 from . import jfr
 from .density import Load, compiles, is_critical, manifest, rate
 from .procfs import THREAD_KINDS, ThreadSeries, cpu_seconds, tree
@@ -52,14 +50,12 @@ SPARK_DEFAULTS: dict[str, str] = {
     "spark.ui.retainedJobs": "1000",
     "spark.sql.codegen.cache.maxEntries": "100",
     "spark.sql.streaming.ui.enabled": "true",
-    ASYNC_PROGRESS_CONF: "0",
 }
 """Spark 4.2's own values of the settings `runtime/session.py` changes to make a batch cheaper:
 adaptive execution (Sluice: off), the checkpoint writer and Hadoop's local filesystem (Sluice:
 FileSystem-based on the raw local filesystem, `RAW_LOCAL_FILES`; with Sluice's jar its subclass that
 starts no process), the UI's retained stages and jobs (Sluice: 300), the generated-code cache (Sluice:
-`CODEGEN_CACHE_ENTRIES`), the streaming UI (Sluice: off) and async progress tracking (Spark: off unless
-a query asks; Sluice: `ASYNC_PROGRESS_MS`)."""
+`CODEGEN_CACHE_ENTRIES`) and the streaming UI (Sluice: off)."""
 SIDES = ("spark-defaults", "sluice")
 
 
