@@ -72,6 +72,14 @@ WARMUP_CONF: Final = "spark.sluice.warmup.maxSeconds"
 """The Spark setting a pool's `spec.executor.warmup` becomes: how long a joining executor may be
 kept off urgent work while it warms up (`Warmup.MAX_SECONDS` in the sink jar; 0: off)."""
 
+ExecutorJit = Literal["tiered", "c1", "low"]
+"""A pool's executor JVMs' JIT compilers (`spec.executor.jit`; the JVM options:
+`runtime.session.EXECUTOR_JIT_OPTIONS`): HotSpot's default tiered compilers, C1 alone, or the
+default compilers at the bulk tasks' lower priority."""
+EXECUTOR_JITS: Final[tuple[ExecutorJit, ...]] = get_args(ExecutorJit)
+EXECUTOR_JIT_CONF: Final = "spark.sluice.executor.jit"
+"""The Spark setting a pool's `spec.executor.jit` becomes."""
+
 ASYNC_PROGRESS_CONF: Final = "spark.sluice.asyncProgress.intervalMs"
 """The Spark setting for Spark's async progress tracking on the queries that allow it (stateless,
 written by Sluice's JVM sink to noop or to Kafka at least once, `runtime/streams.py`): each such

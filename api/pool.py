@@ -7,7 +7,14 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, JsonValue, model_validator
 
 from .common import CommonStatus, DnsName, Model, ObjectMeta
-from .constants import API_VERSION, CRITICAL_LANE, ApiVersion, Policy, PriorityMechanism
+from .constants import (
+    API_VERSION,
+    CRITICAL_LANE,
+    ApiVersion,
+    ExecutorJit,
+    Policy,
+    PriorityMechanism,
+)
 from .files import DEFAULT_FILES_ROOT
 from .units import Cpu, Duration, Memory, PositiveDuration
 
@@ -62,6 +69,10 @@ class ExecutorShape(Model):
     its compilers quiet), e.g. '30s' (at most 5m; '0s', the default: off). Measured on a 2-core
     node without thread priorities it cost the critical filter more than the cold start it saves:
     its urgent tasks crowd onto the executors already there (docs/performance.md)."""
+    jit: ExecutorJit = "tiered"
+    """The executor JVMs' JIT compilers: `tiered` (HotSpot's default: C1, then C2 for hot code),
+    `c1` (C1 alone: a new executor compiles for less CPU, and runs hot loops slower) or `low` (the
+    default compilers below the task threads' priority, no privilege needed)."""
 
 
 class DriverShape(Model):

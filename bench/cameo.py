@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -36,11 +37,12 @@ from typing import Any
 
 import yaml
 
-from sluice.api.constants import GATED_POLICIES, GATES, MASSES, POLICIES
+from sluice.api.constants import EXECUTOR_JITS, GATED_POLICIES, GATES, MASSES, POLICIES
 from sluice.api.query import Delivery, KafkaSink, StreamingQuery
 from sluice.api.scenario import Scenario, ScenarioError, load_scenario
+from sluice.api.units import Duration
 from sluice.runtime.latency import weighted_quantile as quantile
-from sluice.runtime.session import local_cluster
+from sluice.runtime.session import EXECUTOR_JIT_ENV, local_cluster
 from sluice.scheduler.execution import mode_of
 from sluice.testing.sink_reads import SinkReader, latencies, production_times
 
@@ -91,11 +93,13 @@ def await_ready(runs: list[tuple[Path, Any, Path]], timeout: float = READY_SECON
 
 def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, broker: Any, folder: Path,
              log: Any = print, urgent_lane: str = "gated", delivery: Delivery | None = None,
-             gate: str = "inprocess", executors: int | None = None, placement: Placement | None = None) -> dict[str, Any]:
+             gate: str = "inprocess", executors: int | None = None, placement: Placement | None = None,
+             jit: str = "tiered") -> dict[str, Any]:
     """One variant (a policy, or AUTO), one fresh runtime: returns `sluice run`'s report (with
     timelines). `urgent_lane` is `sluice run --urgent-lane`: gated policies, all or none; `gate`
     is `sluice run --gate`; `executors`, `sluice run --executors` (local-cluster, one core each);
-    `placement`: the groups Spark's runs and the load go to (`bench.placement`)."""
+    `placement`: the groups Spark's runs and the load go to (`bench.placement`); `jit`: the
+    executor JVMs' compilers (`session.EXECUTOR_JIT_OPTIONS`)."""
     placement = placement or Placement("local", reason="not asked")
     # a fresh runtime: a previous benchmark's checkpoints here would name other topics' offsets
     shutil.rmtree(folder, ignore_errors=True)
@@ -125,6 +129,7 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
              "--urgent-lane", urgent_lane, "--gate", gate,
              *(["--executors", str(executors)] if executors else [])],
             stdout=subprocess.DEVNULL, stderr=(folder / f"{prefix}run.log").open("wb"), preexec_fn=placement.spark_here,
+            env={**os.environ, EXECUTOR_JIT_ENV: jit},
         )))
     # The load starts once every query runs, and the runs' warm-up and duration count from then: a
     # load started at a guess of Spark's start time (8 s before 2026-11-26) left slower starts a
@@ -172,7 +177,7 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
     result["sink_reads"] = {key: sink_read(reader, topics[[q.key for q in queries].index(key)], broker.bootstrap,
                                            sent.get(key, {}).get("started_at"), scenario.warmup.seconds, result["started_at"])
                             for key, reader in readers.items()}
-    log(f"  {policy}{'' if gate == 'inprocess' else ' (' + gate + ')'}: "
+    log(f"  {policy}{'' if gate == 'inprocess' else ' (' + gate + ')'}{'' if jit == 'tiered' else ' (executors ' + jit + ')'}: "
         + ", ".join(f"{k} p99 {v['p99_ms']} ms" for k, v in result["queries"].items()))
     return result
 
@@ -201,6 +206,27 @@ def variants(policies: list[str], gates: list[str]) -> list[tuple[str, str, str]
         for gate in (gates if gated else ["inprocess"]):
             out.append((f"{policy}{SIDECAR}" if gated and gate == "sidecar" else policy, policy, gate))
     return out
+
+
+def with_jits(chosen: list[tuple[str, str, str]], jits: list[str]) -> list[tuple[str, str, str, str]]:
+    """(name, policy, gate, jit) of each run: every variant once per executor JIT choice, named
+    `cameo+c1` and so on (HotSpot's default, `tiered`, keeps the plain name)."""
+    return [(name if jit == "tiered" else f"{name}+{jit}", policy, gate, jit) for name, policy, gate in chosen for jit in jits]
+
+
+def jit_lines(runs: dict[str, list[dict[str, Any]]], jits: dict[str, str]) -> list[str]:
+    """Per variant, what its processes' compilers and tasks took while the load ran (the thread
+    series' last point: driver and executors together; only the executors' JIT choice differs)."""
+    lines = []
+    for name, reports in runs.items():
+        for r in reports:
+            series = (r.get("machine") or {}).get("series") or {}
+            last = {kind: points[-1] for kind, points in series.items() if points}
+            if "jit" in last and last["jit"][0] > 0:
+                seconds = last["jit"][0]
+                lines.append(f"{name} (executors' JIT {jits[name]}): compilers {last['jit'][1]:.1f} s of CPU, tasks "
+                             f"{last.get('task', [0, 0.0])[1]:.1f} s over the {seconds:.0f} s of load")
+    return lines
 
 
 def gate_ask(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
@@ -431,10 +457,17 @@ NODE_VARIANTS = (*POLICIES, AUTO)
 
 
 def check_target(target: str, policies: list[str], urgent_lane: str, gates: list[str] | None = None,
-                 executors: int | None = None) -> None:
+                 executors: int | None = None, jits: list[str] | None = None) -> None:
     """One sentence (a ScenarioError) for what the node target cannot run, or a gate unknown."""
     if target not in TARGETS:
         raise ScenarioError(f"--target: use local or node (got {target!r}).")
+    if jits is not None and jits != ["tiered"]:
+        if not jits or any(j not in EXECUTOR_JITS for j in jits) or len(set(jits)) != len(jits):
+            raise ScenarioError(f"--executor-jit: use some of {', '.join(EXECUTOR_JITS)}, each once "
+                                f"(got {','.join(jits)!r}).")
+        if executors is None and target == "local":
+            raise ScenarioError("--executor-jit: locally executors have JVMs of their own only on local-cluster; "
+                                "add --executors N.")
     if executors is not None and target == "node":
         raise ScenarioError("--executors: the node target's pool sizes itself (DS2); leave --executors out with "
                             "--target node.")
@@ -458,31 +491,37 @@ def check_target(target: str, policies: list[str], urgent_lane: str, gates: list
 
 def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: Any = print,
         urgent_lane: str = "gated", delivery: Delivery | None = None, target: str = "local",
-        node: Any = None, gates: list[str] | None = None, executors: int | None = None) -> dict[str, Any]:
+        node: Any = None, gates: list[str] | None = None, executors: int | None = None,
+        jits: list[str] | None = None, duration: float | None = None) -> dict[str, Any]:
     """`node`: a `bench.node.NodeTarget` to run on (tests pass their cluster's); with `target`
     node and none given, the benchmark opens one (`bench.node.open_target`). `gates` (local):
     each gated policy runs once per gate, `cameo` in-process and `cameo+sidecar` over HTTP.
-    `executors` (local): every run on Spark's local-cluster with that many one-core executors."""
+    `executors` (local): every run on Spark's local-cluster with that many one-core executors;
+    `jits` (with `executors`, or on the node): every variant once per executor JIT choice
+    (`cameo+c1`, ...); `duration`: the judged window in place of the scenario's (seconds)."""
     from sluice.testing.kafka import KafkaBroker
 
     from . import node as on_node
 
     scenario, queries = load_scenario(scenario_path)
+    if duration is not None:
+        scenario = scenario.model_copy(update={"duration": Duration.parse(f"{duration:g}s")})
     check_delivery(scenario_path, queries, delivery)
     gates = gates or ["inprocess"]
-    check_target(target, policies, urgent_lane, gates, executors)
+    jits = jits or ["tiered"]
+    check_target(target, policies, urgent_lane, gates, executors, jits)
     if target == "node" and delivery is not None:
         raise ScenarioError("--delivery: the node target runs the scenario's own sinks; leave --delivery out.")
     out.mkdir(parents=True, exist_ok=True)
-    chosen = variants(policies, gates)
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in chosen}
+    chosen = with_jits(variants(policies, gates), jits)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _, _ in chosen}
 
     def each(one: Any) -> None:
         for r in range(repeat):
             order = chosen[r % len(chosen):] + chosen[: r % len(chosen)]  # interleave
-            log(f"repeat {r + 1}/{repeat}: {', '.join(name for name, _, _ in order)}")
-            for name, policy, gate in order:
-                runs[name].append(one(policy, gate, out / "runs" / f"{name}-{r}"))
+            log(f"repeat {r + 1}/{repeat}: {', '.join(name for name, _, _, _ in order)}")
+            for name, policy, gate, jit in order:
+                runs[name].append(one(policy, gate, jit, out / "runs" / f"{name}-{r}"))
 
     placement = Placement(target, reason="not yet made")
     try:
@@ -492,22 +531,23 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
                     node = stack.enter_context(on_node.open_target(None, log))
                 proc = node.broker.proc
                 node.placement = placement = placed(target, proc.pid if proc is not None else None, log)
-                each(lambda policy, gate, folder: on_node.run_once(scenario, queries, policy, node, folder, log))
+                each(lambda policy, gate, jit, folder: on_node.run_once(scenario, queries, policy, node, folder, log,
+                                                                        jit))
         else:
             shutil.rmtree(out / "kafka", ignore_errors=True)  # the last benchmark's broker data: scratch
             broker = KafkaBroker(out / "kafka").start()
             placement = placed(target, broker.proc.pid if broker.proc is not None else None, log)
             log(f"kafka ready at {broker.bootstrap}")
             try:
-                each(lambda policy, gate, folder: run_once(scenario, queries, policy, broker, folder, log, urgent_lane,
-                                                           delivery, gate, executors, placement))
+                each(lambda policy, gate, jit, folder: run_once(scenario, queries, policy, broker, folder, log,
+                                                                urgent_lane, delivery, gate, executors, placement, jit))
             finally:
                 broker.stop()
     finally:
         placement.close()
     summary = summarize(runs, scenario, queries)
     document = {"policies": summary["policies"], "burst_p99_ms": summary["burst"], "scenario": scenario.name,
-                "repeat": repeat, "target": target, "urgent_lane": urgent_lane, "delivery": delivery or "scenario",
+                "repeat": repeat, "duration_s": scenario.duration.seconds, "target": target, "urgent_lane": urgent_lane, "delivery": delivery or "scenario",
                 "gate": "sidecar" if target == "node" else ",".join(gates), "gate_ask_ms": gate_ask(runs),
                 "drain_s": drain_seconds(queries),
                 "latency_end": {"sink read": "a read_committed consumer of the sink topic stamps each output record's "
@@ -517,6 +557,9 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
              for name, per in document["gate_ask_ms"].items() for key, ms in per.items() if ms]
     if executors is not None:  # every run's Spark master (each report's `spark.master` too)
         document["local_cluster"] = local_cluster(executors)
+    if executors is not None or target == "node":
+        document["executor_jit"] = {name: jit for name, _, _, jit in chosen}
+        extra += jit_lines(runs, document["executor_jit"])
     # the cores the runs had (node: the pool's pods), and what the rest of the machine took
     document["machine"] = {p: [r.get("machine") for r in reports] for p, reports in runs.items()}
     document["placement"] = {p: [(r.get("machine") or {}).get("placement") for r in reports] for p, reports in runs.items()}

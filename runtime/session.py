@@ -18,6 +18,8 @@ from sluice.api.constants import (
     ASYNC_PROGRESS_CONF,
     ASYNC_PROGRESS_MS,
     BANDS,
+    EXECUTOR_JIT_CONF,
+    EXECUTOR_JITS,
     URGENT_LANE_CHOICES,
     WARMUP_CONF,
 )
@@ -25,6 +27,7 @@ from sluice.api.pool import PoolPriority
 from sluice.scheduler.bands import band_name, fairscheduler_xml, urgent_bands
 
 from . import jvm_sink
+from .priority import BULK_NICE
 
 KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13"
 SHIPPED_WITH_PYSPARK = (
@@ -179,6 +182,18 @@ about 5x slower): the default stays HotSpot's; `c1` suits a runtime that must dr
 right after it starts. Measured with `bench/batch_cpu.py`: docs/performance.md, Density,
 "Per-batch costs"."""
 
+EXECUTOR_JIT_ENV = "SLUICE_EXECUTOR_JIT"
+"""The executors' JIT choice where the runtime's settings do not give one (`EXECUTOR_JIT_CONF`,
+a pool's `spec.executor.jit`): `sluice run` and the benchmarks, like SLUICE_DRIVER_JIT."""
+EXECUTOR_JIT_OPTIONS: dict[str, str] = {
+    "tiered": JIT_OPTIONS["tiered"], "c1": JIT_OPTIONS["c1"],
+    "low": f"-XX:ThreadPriorityPolicy=1 -XX:CompilerThreadPriority={BULK_NICE}"}
+"""What a joining executor's JVM spends on compiling is CPU its first tasks and the pool's other
+JVMs do not get (on pods 0.6-0.96 of the node's two cores for the first 45-50 s). `c1`: C1 alone,
+cheap compiles of slower code; `low`: HotSpot's default compilers at the bulk tasks' nice
+(`priority.BULK_NICE`: a thread may always lower itself, so this needs no privilege), below every
+task thread at 0 of the same pod. Measured with `sluice bench cameo --executors 2 --executor-jit`
+(docs/performance.md, "JVM start")."""
 
 LANE_OPTIONS = " ".join(["-XX:ThreadPriorityPolicy=1", "-XX:JavaPriority1_To_OSPriority=4"]
                         + [f"-XX:JavaPriority{p}_To_OSPriority=0" for p in range(2, 10)])
@@ -324,6 +339,7 @@ def check_settings(extra: dict[str, str]) -> None:
     """Sluice's own settings among the runtime's `--conf`, each refused in one sentence before Spark starts."""
     _seconds(extra.get(WARMUP_CONF, "0"))
     async_progress_ms(extra.get(ASYNC_PROGRESS_CONF))
+    executor_jit(extra)
 
 
 def lane_conf(bands: int, bulk_tasks: int) -> dict[str, str]:
@@ -337,6 +353,19 @@ def lane_conf(bands: int, bulk_tasks: int) -> dict[str, str]:
         conf[jvm_sink.BULK_POOLS_CONF] = ",".join(band_name(i) for i in range(urgent_bands(bands), bands))
         conf["spark.default.parallelism"] = str(bulk_tasks)
     return conf
+
+
+def executor_jit(extra: dict[str, str]) -> str:
+    """The executors' JIT choice (`api.constants.EXECUTOR_JITS`): the runtime's setting
+    `EXECUTOR_JIT_CONF`, else `SLUICE_EXECUTOR_JIT`, else HotSpot's tiered compilers; one sentence
+    naming the setting or the variable for anything else."""
+    if EXECUTOR_JIT_CONF in extra:
+        chosen, named = extra[EXECUTOR_JIT_CONF].strip(), f"--conf {EXECUTOR_JIT_CONF}"
+    else:
+        chosen, named = os.environ.get(EXECUTOR_JIT_ENV, "").strip() or "tiered", EXECUTOR_JIT_ENV
+    if chosen not in EXECUTOR_JITS:
+        raise ValueError(f"{named}={chosen!r}: use one of {', '.join(EXECUTOR_JITS)}.")
+    return chosen
 
 
 def driver_jit() -> str:
@@ -433,7 +462,9 @@ def build_session(config: SessionConfig) -> Any:
         .config("spark.driver.memory", config.driver_memory)
         .config("spark.driver.extraJavaOptions",
                 f"-Xss16m -Dlog4j2.configurationFile=file:{LOG4J2} {JIT_OPTIONS[driver_jit()]} {jvm_options}".strip())
-        .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J2} {jvm_options}".strip())
+        .config("spark.executor.extraJavaOptions",
+                " ".join(filter(None, [f"-Dlog4j2.configurationFile=file:{LOG4J2}", jvm_options,
+                                       EXECUTOR_JIT_OPTIONS[executor_jit(config.extra)]])))
         .config("spark.ui.enabled", "true")
         .config("spark.ui.showConsoleProgress", "false")
         # the stage poller reads completed stages every few seconds: keep the list short (cheap to serve)

@@ -20,7 +20,8 @@ from sluice.api.query import StreamingQuery, Trigger
 from sluice.api.wire import QueryStatus
 from sluice.runtime import jvm_sink
 from sluice.runtime.host import QueryHost
-from sluice.runtime.session import CHECKPOINT_MANAGER, JIT_ENV, driver_jit
+from sluice.runtime.priority import BULK_NICE
+from sluice.runtime.session import CHECKPOINT_MANAGER, EXECUTOR_JIT_ENV, JIT_ENV, driver_jit
 from sluice.scheduler.client import SchedulerClient
 from sluice.scheduler.core import Completion, Scheduler
 from sluice.scheduler.local import LocalScheduler
@@ -806,3 +807,42 @@ def test_sluice_driver_jit_c1_reaches_a_new_driver_jvm(tmp_path: Path) -> None:
                           env={**os.environ, JIT_ENV: "c1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "level 1" in proc.stdout.splitlines(), proc.stdout
+
+
+COMPILERS_NICE = """
+import json, os
+from pathlib import Path
+
+def compilers(pid):  # nice of each JIT compiler thread of the process `pid`
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        name = (task / "comm").read_text().strip()
+        if name.startswith(("C1 CompilerThre", "C2 CompilerThre")):
+            out.append(int((task / "stat").read_text().rpartition(")")[2].split()[16]))
+    return out
+
+def executor_jvm(_):  # run in a Python worker: its nearest java ancestor is the executor's JVM
+    pid = os.getpid()
+    while Path(f"/proc/{pid}/comm").read_text().strip() != "java":
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    return [compilers(pid)]
+"""
+
+
+def test_sluice_executor_jit_low_puts_only_the_executors_compilers_at_the_bulk_tasks_nice(tmp_path: Path) -> None:
+    """`SLUICE_EXECUTOR_JIT=low` reaches an executor JVM of its own (local-cluster): its JIT
+    compiler threads run at `BULK_NICE`, read from /proc inside a task, while the driver's stay at 0."""
+    script = COMPILERS_NICE + (
+        "from sluice.runtime.session import SessionConfig, build_session\n"
+        f"spark = build_session(SessionConfig(master='local-cluster[1,1,1024]', workdir=Path({str(tmp_path)!r})))\n"
+        "seen = spark.sparkContext.parallelize([0], 1).map(executor_jvm).collect()[0]\n"
+        "driver = compilers(spark._jvm.java.lang.ProcessHandle.current().pid())\n"
+        "print(json.dumps({'executor': seen, 'driver': driver}))\n"
+        "spark.stop()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, EXECUTOR_JIT_ENV: "low"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["executor"] and set(seen["executor"]) == {BULK_NICE}, seen
+    assert seen["driver"] and set(seen["driver"]) == {0}, seen

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from sluice.api.constants import MASSES
 from sluice.api.manifest import parse_document
 from sluice.api.pool import StreamingPool
-from sluice.bench.cameo import load_scenario, variants
+from sluice.bench.cameo import load_scenario, variants, with_jits
 from sluice.bench.node import _last_minute, join_figures, join_lines, pool_manifest, reserved_by
 from sluice.bench.scenario_runs import AUTO, LANE, VARIANTS, for_run
 from sluice.cli.main import main
@@ -59,6 +59,12 @@ def test_each_gated_policy_runs_once_per_gate_and_fifo_and_fair_once() -> None:
     assert variants(["fair", "edf"], ["sidecar"]) == [("fair", "fair", "inprocess"), ("edf+sidecar", "edf", "sidecar")]
 
 
+def test_each_variant_runs_once_per_executor_jit_and_hotspot_s_default_keeps_the_plain_name() -> None:
+    assert with_jits(variants(["fifo", "cameo"], ["inprocess"]), ["tiered", "low"]) == [
+        ("fifo", "fifo", "inprocess", "tiered"), ("fifo+low", "fifo", "inprocess", "low"),
+        ("cameo", "cameo", "inprocess", "tiered"), ("cameo+low", "cameo", "inprocess", "low")]
+
+
 def test_what_the_node_target_cannot_run_is_refused_in_one_sentence() -> None:
     two = ROOT / "bench" / "scenarios" / "two-tenants.yaml"
     cases = {
@@ -76,6 +82,10 @@ def test_what_the_node_target_cannot_run_is_refused_in_one_sentence() -> None:
         ("--gate", "inprocess,http"): "--gate: use inprocess, sidecar or inprocess,sidecar (got 'inprocess,http').",
         ("--target", "node", "--executors", "2"):
             "--executors: the node target's pool sizes itself (DS2); leave --executors out with --target node.",
+        ("--executor-jit", "tiered,c1"):
+            "--executor-jit: locally executors have JVMs of their own only on local-cluster; add --executors N.",
+        ("--executors", "2", "--executor-jit", "c1,c2"):
+            "--executor-jit: use some of tiered, c1, low, each once (got 'c1,c2').",
         ("--policies", "cameo,auto-lane", "--executors", "2"):
             "--executors: auto-lane runs its Real-time queries in an application of their own on local[*]; leave it "
             "out of --policies with --executors.",

@@ -1,10 +1,20 @@
-"""The driver JVM's options: its JIT choice (`driver_jit`), a gated pool's urgent lane (`lane_conf`) and the `local-cluster` master."""
+"""The JVMs' options: the driver's and the executors' JIT choices (`driver_jit`, `executor_jit`), a gated pool's urgent lane (`lane_conf`) and the `local-cluster` master."""
 
 from __future__ import annotations
 
 import pytest
 
-from sluice.runtime.session import JIT_ENV, JIT_OPTIONS, driver_jit
+from sluice.api.constants import EXECUTOR_JIT_CONF, EXECUTOR_JITS
+from sluice.runtime.priority import BULK_NICE
+from sluice.runtime.session import (
+    EXECUTOR_JIT_ENV,
+    EXECUTOR_JIT_OPTIONS,
+    JIT_ENV,
+    JIT_OPTIONS,
+    check_settings,
+    driver_jit,
+    executor_jit,
+)
 
 
 def test_the_driver_keeps_hotspot_s_tiered_compilers_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -25,6 +35,27 @@ def test_an_unknown_choice_is_one_sentence_naming_the_variable(monkeypatch: pyte
     monkeypatch.setenv(JIT_ENV, "c2")
     with pytest.raises(RuntimeError, match=r"^SLUICE_DRIVER_JIT='c2': use one of tiered, c1\.$"):
         driver_jit()
+
+
+def test_the_executors_keep_hotspot_s_compilers_unless_told_and_low_puts_them_at_the_bulk_tasks_nice(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert tuple(EXECUTOR_JIT_OPTIONS) == EXECUTOR_JITS  # one option set for each choice the CRD allows
+    monkeypatch.delenv(EXECUTOR_JIT_ENV, raising=False)
+    assert executor_jit({}) == "tiered"
+    assert EXECUTOR_JIT_OPTIONS["tiered"] == ""
+    assert EXECUTOR_JIT_OPTIONS["c1"] == "-XX:TieredStopAtLevel=1"
+    assert EXECUTOR_JIT_OPTIONS["low"].split() == ["-XX:ThreadPriorityPolicy=1", f"-XX:CompilerThreadPriority={BULK_NICE}"]
+    monkeypatch.setenv(EXECUTOR_JIT_ENV, "low")
+    assert executor_jit({}) == "low"
+    assert executor_jit({EXECUTOR_JIT_CONF: "c1"}) == "c1"  # the pool's setting wins over the variable
+
+
+def test_an_unknown_executor_jit_is_refused_in_one_sentence_before_spark_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(EXECUTOR_JIT_ENV, "c2")
+    with pytest.raises(ValueError, match=r"^SLUICE_EXECUTOR_JIT='c2': use one of tiered, c1, low\.$"):
+        executor_jit({})
+    with pytest.raises(ValueError, match=r"^--conf spark\.sluice\.executor\.jit='C1': use one of tiered, c1, low\.$"):
+        check_settings({EXECUTOR_JIT_CONF: "C1"})
 
 
 def test_the_urgent_lane_names_the_urgent_and_the_bulk_bands_and_the_knob_turns_it_off(

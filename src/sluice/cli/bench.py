@@ -173,11 +173,20 @@ def bench_overhead(ctx: click.Context, rounds: int, seconds: float, old_seconds:
               help="Local target: every run on Spark's local-cluster with this many one-core executor JVMs "
                    "(`sluice run --executors`; the lane's priorities, not its slots and turns), where the default "
                    "is one local[*] JVM.")
+@click.option("--executor-jit", "jits", default="tiered", show_default=True,
+              help="The executor JVMs' JIT compilers (locally with --executors; on the node the pool's "
+                   "spec.executor.jit), each variant once per choice side by side (`tiered,c1,low`: HotSpot's "
+                   "default, C1 alone, the default compilers at the bulk tasks' nice; `cameo+c1` and so on in the "
+                   "table).")
+@click.option("--duration", type=DurationParam(10, 3600),
+              help="The judged window after the scenario's warm-up, in place of the scenario's own (its load and "
+                   "bursts unchanged): a longer one shows the steady state past the JVMs' warm-up.")
 @json_option
 @calibrate_option
 @URGENT_LANE_OPTION
 def bench_cameo(scenario: str, policies: str, repeat: int, out: str, delivery: str | None, target: str,
-                gates: str, executors: int | None, as_json: bool, urgent_lane: str) -> None:
+                gates: str, executors: int | None, jits: str, duration: float | None, as_json: bool,
+                urgent_lane: str) -> None:
     """Cameo vs Spark's FIFO and FAIR on real Spark with Kafka load: latency per query, side by side."""
     from sluice.api.scenario import ScenarioError, load_scenario
     from sluice.bench import cameo as cameo_bench
@@ -192,11 +201,12 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str, delivery: s
         sink_delivery = cast("Delivery | None", delivery)  # click's Choice holds the literal's values
         cameo_bench.check_delivery(Path(scenario), load_scenario(Path(scenario))[1], sink_delivery)
         gate_list = [g.strip() for g in gates.split(",") if g.strip()]
-        cameo_bench.check_target(target, chosen, urgent_lane, gate_list, executors)
+        jit_list = [j.strip() for j in jits.split(",") if j.strip()]
+        cameo_bench.check_target(target, chosen, urgent_lane, gate_list, executors, jit_list)
         calibrate_now()
         result = cameo_bench.run(Path(scenario), chosen, repeat, Path(out), log=lambda m: click.echo(m, err=True),
                                  urgent_lane=urgent_lane, delivery=sink_delivery, target=target, gates=gate_list,
-                                 executors=executors)
+                                 executors=executors, jits=jit_list, duration=duration)
     except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
         fail(str(error))
     summary = "\n".join([result["table"], "", *result["ratios"], *result["throughput"]])
