@@ -77,6 +77,8 @@ ExecutorJit = Literal["tiered", "c1", "low"]
 `runtime.session.EXECUTOR_JIT_OPTIONS`): HotSpot's default tiered compilers, C1 alone, or the
 default compilers at the bulk tasks' lower priority."""
 EXECUTOR_JITS: Final[tuple[ExecutorJit, ...]] = get_args(ExecutorJit)
+EXECUTOR_JIT: Final[ExecutorJit] = "tiered"
+"""The default (docs/performance.md, "JVM start")."""
 EXECUTOR_JIT_CONF: Final = "spark.sluice.executor.jit"
 """The Spark setting a pool's `spec.executor.jit` becomes."""
 

@@ -10,6 +10,7 @@ from .common import CommonStatus, DnsName, Model, ObjectMeta
 from .constants import (
     API_VERSION,
     CRITICAL_LANE,
+    EXECUTOR_JIT,
     ApiVersion,
     ExecutorJit,
     Policy,
@@ -69,7 +70,7 @@ class ExecutorShape(Model):
     its compilers quiet), e.g. '30s' (at most 5m; '0s', the default: off). Measured on a 2-core
     node without thread priorities it cost the critical filter more than the cold start it saves:
     its urgent tasks crowd onto the executors already there (docs/performance.md)."""
-    jit: ExecutorJit = "tiered"
+    jit: ExecutorJit = EXECUTOR_JIT
     """The executor JVMs' JIT compilers: `tiered` (HotSpot's default: C1, then C2 for hot code),
     `c1` (C1 alone: a new executor compiles for less CPU, and runs hot loops slower) or `low` (the
     default compilers below the task threads' priority, no privilege needed)."""

@@ -37,7 +37,14 @@ from typing import Any
 
 import yaml
 
-from sluice.api.constants import EXECUTOR_JITS, GATED_POLICIES, GATES, MASSES, POLICIES
+from sluice.api.constants import (
+    EXECUTOR_JIT,
+    EXECUTOR_JITS,
+    GATED_POLICIES,
+    GATES,
+    MASSES,
+    POLICIES,
+)
 from sluice.api.query import Delivery, KafkaSink, StreamingQuery
 from sluice.api.scenario import Scenario, ScenarioError, load_scenario
 from sluice.api.units import Duration
@@ -94,7 +101,7 @@ def await_ready(runs: list[tuple[Path, Any, Path]], timeout: float = READY_SECON
 def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, broker: Any, folder: Path,
              log: Any = print, urgent_lane: str = "gated", delivery: Delivery | None = None,
              gate: str = "inprocess", executors: int | None = None, placement: Placement | None = None,
-             jit: str = "tiered") -> dict[str, Any]:
+             jit: str = EXECUTOR_JIT) -> dict[str, Any]:
     """One variant (a policy, or AUTO), one fresh runtime: returns `sluice run`'s report (with
     timelines). `urgent_lane` is `sluice run --urgent-lane`: gated policies, all or none; `gate`
     is `sluice run --gate`; `executors`, `sluice run --executors` (local-cluster, one core each);
@@ -210,8 +217,9 @@ def variants(policies: list[str], gates: list[str]) -> list[tuple[str, str, str]
 
 def with_jits(chosen: list[tuple[str, str, str]], jits: list[str]) -> list[tuple[str, str, str, str]]:
     """(name, policy, gate, jit) of each run: every variant once per executor JIT choice, named
-    `cameo+c1` and so on (HotSpot's default, `tiered`, keeps the plain name)."""
-    return [(name if jit == "tiered" else f"{name}+{jit}", policy, gate, jit) for name, policy, gate in chosen for jit in jits]
+    `cameo+c1` and so on (a pool's default, `api.constants.EXECUTOR_JIT`, keeps the plain name)."""
+    return [(name if jit == EXECUTOR_JIT else f"{name}+{jit}", policy, gate, jit) for name, policy, gate in chosen
+            for jit in jits]
 
 
 def jit_lines(runs: dict[str, list[dict[str, Any]]], jits: dict[str, str]) -> list[str]:
@@ -461,7 +469,7 @@ def check_target(target: str, policies: list[str], urgent_lane: str, gates: list
     """One sentence (a ScenarioError) for what the node target cannot run, or a gate unknown."""
     if target not in TARGETS:
         raise ScenarioError(f"--target: use local or node (got {target!r}).")
-    if jits is not None and jits != ["tiered"]:
+    if jits is not None and jits != [EXECUTOR_JIT]:
         if not jits or any(j not in EXECUTOR_JITS for j in jits) or len(set(jits)) != len(jits):
             raise ScenarioError(f"--executor-jit: use some of {', '.join(EXECUTOR_JITS)}, each once "
                                 f"(got {','.join(jits)!r}).")
@@ -508,7 +516,7 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
         scenario = scenario.model_copy(update={"duration": Duration.parse(f"{duration:g}s")})
     check_delivery(scenario_path, queries, delivery)
     gates = gates or ["inprocess"]
-    jits = jits or ["tiered"]
+    jits = jits or [EXECUTOR_JIT]
     check_target(target, policies, urgent_lane, gates, executors, jits)
     if target == "node" and delivery is not None:
         raise ScenarioError("--delivery: the node target runs the scenario's own sinks; leave --delivery out.")

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from sluice.api.constants import API_VERSION, CONTROL_PORT, CRITICAL_LANE, MASSES
+from sluice.api.constants import API_VERSION, CONTROL_PORT, CRITICAL_LANE, EXECUTOR_JIT, MASSES
 from sluice.api.manifest import load_query
 from sluice.api.query import KafkaSink, StreamingQuery
 from sluice.api.scenario import Scenario
@@ -96,12 +96,15 @@ class NodeTarget:
 
 
 def install(cluster: Cluster, say: Callable[[str], None]) -> None:
-    """`helm install` the chart from this tree unless its release is there."""
+    """`helm install` the chart from this tree unless its release is there; where it is (a dev
+    cluster kept from before), this tree's CRDs applied over it: helm never upgrades a chart's
+    CRDs, and a pool with a field the old schema lacks would be refused."""
+    root = Path(__file__).resolve().parents[1]
     if cluster.helm("status", RELEASE, "--namespace", NS).returncode == 0:
-        say(f"using the installed release {RELEASE} in {NS}")
+        say(f"using the installed release {RELEASE} in {NS}, with this tree's CRDs")
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(root / "crds"))
         return
     say("helm install (the chart of this tree) ...")
-    root = Path(__file__).resolve().parents[1]
     proc = cluster.helm("install", RELEASE, str(root), "--namespace", NS, "--create-namespace", "--wait",
                         "--timeout", "4m")
     if proc.returncode != 0:
@@ -253,7 +256,7 @@ TOPIC_PARTITIONS = 2
 
 
 def pool_manifest(name: str, policy: str, namespaces: list[str], checkpoints: Path, reserved: int = 0,
-                  jit: str = "tiered") -> dict[str, Any]:
+                  jit: str = EXECUTOR_JIT) -> dict[str, Any]:
     """Sized for this 2-core node as the node tier's pool is: CPU requests of 500m let the driver
     and two executors fit beside the operator (Spark still runs 2 tasks at once per executor).
     `reserved`: task slots the scenario's Real-time queries will hold; the pool may then grow by
@@ -293,7 +296,7 @@ def _wait(what: str, check: Callable[[], bool], timeout: float, every: float = 1
 
 
 def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, target: NodeTarget, folder: Path,
-             log: Any = print, jit: str = "tiered") -> dict[str, Any]:
+             log: Any = print, jit: str = EXECUTOR_JIT) -> dict[str, Any]:
     """One policy on a fresh pool: returns a report shaped as `sluice run --report --timeline`'s,
     plus the pool's executors over time and the StreamingQueries' own status figures. `jit`: the
     pool's `spec.executor.jit`."""

@@ -18,6 +18,7 @@ from sluice.api.constants import (
     ASYNC_PROGRESS_CONF,
     ASYNC_PROGRESS_MS,
     BANDS,
+    EXECUTOR_JIT,
     EXECUTOR_JIT_CONF,
     EXECUTOR_JITS,
     URGENT_LANE_CHOICES,
@@ -357,12 +358,12 @@ def lane_conf(bands: int, bulk_tasks: int) -> dict[str, str]:
 
 def executor_jit(extra: dict[str, str]) -> str:
     """The executors' JIT choice (`api.constants.EXECUTOR_JITS`): the runtime's setting
-    `EXECUTOR_JIT_CONF`, else `SLUICE_EXECUTOR_JIT`, else HotSpot's tiered compilers; one sentence
+    `EXECUTOR_JIT_CONF`, else `SLUICE_EXECUTOR_JIT`, else `EXECUTOR_JIT`; one sentence
     naming the setting or the variable for anything else."""
     if EXECUTOR_JIT_CONF in extra:
         chosen, named = extra[EXECUTOR_JIT_CONF].strip(), f"--conf {EXECUTOR_JIT_CONF}"
     else:
-        chosen, named = os.environ.get(EXECUTOR_JIT_ENV, "").strip() or "tiered", EXECUTOR_JIT_ENV
+        chosen, named = os.environ.get(EXECUTOR_JIT_ENV, "").strip() or EXECUTOR_JIT, EXECUTOR_JIT_ENV
     if chosen not in EXECUTOR_JITS:
         raise ValueError(f"{named}={chosen!r}: use one of {', '.join(EXECUTOR_JITS)}.")
     return chosen

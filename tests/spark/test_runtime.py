@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from sluice.api.constants import EXECUTOR_JIT_CONF
 from sluice.api.query import StreamingQuery, Trigger
 from sluice.api.wire import QueryStatus
 from sluice.runtime import jvm_sink
@@ -830,18 +831,20 @@ def executor_jvm(_):  # run in a Python worker: its nearest java ancestor is the
 
 
 def test_sluice_executor_jit_low_puts_only_the_executors_compilers_at_the_bulk_tasks_nice(tmp_path: Path) -> None:
-    """`SLUICE_EXECUTOR_JIT=low` reaches an executor JVM of its own (local-cluster): its JIT
-    compiler threads run at `BULK_NICE`, read from /proc inside a task, while the driver's stay at 0."""
+    """`spark.sluice.executor.jit=low` (a pool's `spec.executor.jit`, as the operator passes it)
+    reaches an executor JVM of its own (local-cluster): its JIT compiler threads run at
+    `BULK_NICE`, read from /proc inside a task, while the driver's stay at 0."""
     script = COMPILERS_NICE + (
         "from sluice.runtime.session import SessionConfig, build_session\n"
-        f"spark = build_session(SessionConfig(master='local-cluster[1,1,1024]', workdir=Path({str(tmp_path)!r})))\n"
+        f"spark = build_session(SessionConfig(master='local-cluster[1,1,1024]', workdir=Path({str(tmp_path)!r}), "
+        f"extra={{{EXECUTOR_JIT_CONF!r}: 'low'}}))\n"
         "seen = spark.sparkContext.parallelize([0], 1).map(executor_jvm).collect()[0]\n"
         "driver = compilers(spark._jvm.java.lang.ProcessHandle.current().pid())\n"
         "print(json.dumps({'executor': seen, 'driver': driver}))\n"
         "spark.stop()\n"
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240,
-                          env={**os.environ, EXECUTOR_JIT_ENV: "low"})
+                          env={k: v for k, v in os.environ.items() if k != EXECUTOR_JIT_ENV})
     assert proc.returncode == 0, proc.stderr[-2000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen["executor"] and set(seen["executor"]) == {BULK_NICE}, seen

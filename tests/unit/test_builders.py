@@ -130,3 +130,18 @@ def test_the_pool_s_critical_lane_reaches_its_scheduler_sidecar() -> None:
     assert lane_of(pool_objects(body, model, "sluice-system", "t")) == "1"  # CRITICAL_LANE, the default
     body, model = _pool(criticalLane=3)
     assert lane_of(pool_objects(body, model, "sluice-system", "t")) == "3"
+
+
+def test_the_executors_jit_choice_reaches_the_runtime_as_its_setting_and_a_typo_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from sluice.api.constants import EXECUTOR_JIT_CONF
+
+    _, model = _pool()
+    assert spark_conf(model, "sluice-system")[EXECUTOR_JIT_CONF] == "tiered"  # HotSpot's default
+    body, model = _pool(executor={"jit": "c1"})
+    assert spark_conf(model, "sluice-system")[EXECUTOR_JIT_CONF] == "c1"
+    args = _driver(pool_objects(body, model, "sluice-system", "t"))["containers"][0]["args"]
+    assert f"{EXECUTOR_JIT_CONF}=c1" in args
+    with pytest.raises(ValidationError, match="jit"):
+        _pool(executor={"jit": "C2"})

@@ -8,6 +8,7 @@ from typing import cast
 
 import click
 
+from sluice.api.constants import EXECUTOR_JIT
 from sluice.api.query import Delivery
 from sluice.cli import bench_scaling
 from sluice.cli.common import (
@@ -173,7 +174,7 @@ def bench_overhead(ctx: click.Context, rounds: int, seconds: float, old_seconds:
               help="Local target: every run on Spark's local-cluster with this many one-core executor JVMs "
                    "(`sluice run --executors`; the lane's priorities, not its slots and turns), where the default "
                    "is one local[*] JVM.")
-@click.option("--executor-jit", "jits", default="tiered", show_default=True,
+@click.option("--executor-jit", "jits", default=EXECUTOR_JIT, show_default=True,
               help="The executor JVMs' JIT compilers (locally with --executors; on the node the pool's "
                    "spec.executor.jit), each variant once per choice side by side (`tiered,c1,low`: HotSpot's "
                    "default, C1 alone, the default compilers at the bulk tasks' nice; `cameo+c1` and so on in the "
