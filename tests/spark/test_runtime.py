@@ -826,7 +826,7 @@ def executor_jvm(_):  # run in a Python worker: its nearest java ancestor is the
     pid = os.getpid()
     while Path(f"/proc/{pid}/comm").read_text().strip() != "java":
         pid = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
-    return [compilers(pid)]
+    return compilers(pid)
 """
 
 
