@@ -184,7 +184,7 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, bro
     result["sink_reads"] = {key: sink_read(reader, topics[[q.key for q in queries].index(key)], broker.bootstrap,
                                            sent.get(key, {}).get("started_at"), scenario.warmup.seconds, result["started_at"])
                             for key, reader in readers.items()}
-    log(f"  {policy}{'' if gate == 'inprocess' else ' (' + gate + ')'}{'' if jit == 'tiered' else ' (executors ' + jit + ')'}: "
+    log(f"  {policy}{'' if gate == 'inprocess' else ' (' + gate + ')'}{'' if jit == EXECUTOR_JIT else ' (executors ' + jit + ')'}: "
         + ", ".join(f"{k} p99 {v['p99_ms']} ms" for k, v in result["queries"].items()))
     return result
 
@@ -555,7 +555,8 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
         placement.close()
     summary = summarize(runs, scenario, queries)
     document = {"policies": summary["policies"], "burst_p99_ms": summary["burst"], "scenario": scenario.name,
-                "repeat": repeat, "duration_s": scenario.duration.seconds, "target": target, "urgent_lane": urgent_lane, "delivery": delivery or "scenario",
+                "repeat": repeat, "duration_s": scenario.duration.seconds, "target": target, "urgent_lane": urgent_lane,
+                "delivery": delivery or "scenario",
                 "gate": "sidecar" if target == "node" else ",".join(gates), "gate_ask_ms": gate_ask(runs),
                 "drain_s": drain_seconds(queries),
                 "latency_end": {"sink read": "a read_committed consumer of the sink topic stamps each output record's "
