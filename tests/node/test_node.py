@@ -584,6 +584,10 @@ def test_a_joining_executor_pod_runs_no_urgent_task_until_it_is_warm(
         wait_for(lambda: query_status(node, "alerts").get("batches", 0) >= 5, timeout=180, every=1,
                  what="alerts running")
         ip = pods(node, DRIVER)[0]["status"]["podIP"]
+        # the pool's first executor warms up too; while none is warm a cold one takes every task
+        # (nowhere else to run them), so the join is made once one is
+        wait_for(lambda: any(e.get("warm") for e in runtime(node, "/v1/executors")["executors"]), timeout=150,
+                 every=2, what="the pool's first executor warm")
         first = {e["id"] for e in runtime(node, "/v1/executors")["executors"]}
         node.kubectl("scale", "sp", POOL, "--replicas", "2")
 
