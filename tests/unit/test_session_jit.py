@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from click.testing import CliRunner
 
 from sluice.api.constants import EXECUTOR_JIT_CONF, EXECUTOR_JITS
+from sluice.cli.main import main
 from sluice.runtime.priority import BULK_NICE
 from sluice.runtime.session import (
     EXECUTOR_JIT_ENV,
@@ -15,6 +19,8 @@ from sluice.runtime.session import (
     driver_jit,
     executor_jit,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_driver_keeps_hotspot_s_tiered_compilers_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,6 +62,8 @@ def test_an_unknown_executor_jit_is_refused_in_one_sentence_before_spark_starts(
         executor_jit({})
     with pytest.raises(ValueError, match=r"^--conf spark\.sluice\.executor\.jit='C1': use one of tiered, c1, low\.$"):
         check_settings({EXECUTOR_JIT_CONF: "C1"})
+    refused = CliRunner().invoke(main, ["run", "-f", str(ROOT / "examples" / "fraud-filter.yaml"), "--duration", "5s"])
+    assert (refused.exit_code, refused.output.strip()) == (1, "SLUICE_EXECUTOR_JIT='c2': use one of tiered, c1, low.")
 
 
 def test_the_urgent_lane_names_the_urgent_and_the_bulk_bands_and_the_knob_turns_it_off(

@@ -53,8 +53,12 @@ def run(files: tuple[str, ...], more: tuple[str, ...], duration: float | None, r
     from rich.live import Live
 
     from sluice.runtime import runner
-    from sluice.runtime.session import local_cluster
+    from sluice.runtime.session import executor_jit, local_cluster
 
+    try:  # SLUICE_EXECUTOR_JIT, refused in one sentence before Spark starts
+        executor_jit({})
+    except ValueError as error:
+        fail(str(error))
     queries, pool = load_queries((*files, *more))
     if executor_cores != 1 and not executors:
         fail("--executor-cores: it sets the slots of --executors' executor JVMs; give --executors N too, or "
