@@ -50,12 +50,14 @@ SPARK_DEFAULTS: dict[str, str] = {
     "spark.ui.retainedJobs": "1000",
     "spark.sql.codegen.cache.maxEntries": "100",
     "spark.sql.streaming.ui.enabled": "true",
+    "spark.kafka.consumer.cache.capacity": "64",
 }
 """Spark 4.2's own values of the settings `runtime/session.py` changes to make a batch cheaper:
 adaptive execution (Sluice: off), the checkpoint writer and Hadoop's local filesystem (Sluice:
 FileSystem-based on the raw local filesystem, `RAW_LOCAL_FILES`; with Sluice's jar its subclass that
 starts no process), the UI's retained stages and jobs (Sluice: 300), the generated-code cache (Sluice:
-`CODEGEN_CACHE_ENTRIES`) and the streaming UI (Sluice: off)."""
+`CODEGEN_CACHE_ENTRIES`), the streaming UI (Sluice: off) and the executors' cache of Kafka
+consumers (Sluice: `KAFKA_CONSUMER_CACHE`)."""
 SIDES = ("spark-defaults", "sluice")
 
 
@@ -80,6 +82,9 @@ class Options:
     master: str = "local[2]"
     jfr: bool = False
     """A Flight Recorder profile of each side's driver JVM over its window (`bench/jfr.py`)."""
+    without_defaults: bool = False
+    """Leave out the spark-defaults side (its start alone takes 25 minutes at 100 queries): the
+    levers against Sluice's side only."""
 
 
 def lever_settings(lever: str) -> tuple[str, ...]:
@@ -211,7 +216,10 @@ def run(options: Options, out: Path, log: Any = print) -> dict[str, Any]:
         for i, topic in enumerate(topics):
             load.add(topic, rate(i))
         producer.start()
-        measured = {side: measure(side, options, broker, topics, out, log) for side in sides(options)}
+        measured: dict[str, dict[str, Any]] = {
+            side: {"conf": list(side_conf(side, options)), "left_out": "--without-defaults"}
+            if side == "spark-defaults" and options.without_defaults
+            else measure(side, options, broker, topics, out, log) for side in sides(options)}
     finally:
         load.stop.set()
         if producer.is_alive():
@@ -238,7 +246,7 @@ def plot(result: dict[str, Any], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     names = labels(list(result["sides"]))
-    shown = [s for s, row in result["sides"].items() if "stopped" not in row]
+    shown = [s for s, row in result["sides"].items() if "stopped" not in row and "left_out" not in row]
     ticks = [names[s] for s in shown]
     fig, axis = plt.subplots(figsize=(max(7.0, 1.2 * len(shown) + 3), 4.5))
     bottoms = [0.0] * len(shown)
@@ -269,6 +277,9 @@ def render(result: dict[str, Any]) -> str:
         name = names[side]
         if "stopped" in row:
             lines.append(f"{name:<16}stopped: {row['stopped']}")
+            continue
+        if "left_out" in row:
+            lines.append(f"{name:<16}left out ({row['left_out']})")
             continue
         kinds = ", ".join(f"{k} {v}" for k, v in row["threads_ms_per_batch"].items())
         relative = "" if row.get("ratio_to_sluice") is None else f"{row['ratio_to_sluice']:.2f}x"

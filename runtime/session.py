@@ -166,6 +166,14 @@ default 100, static): keyed by each class's source text, into which a query's li
 pasted, so a pool of tenants' queries with their own thresholds and keys needs an entry per
 class of each (2-5 a query). `sluice bench batch-cost` at 50 queries with distinct literals:
 0.88x and 0.90x the CPU per batch of 100 entries in two runs (docs/performance.md)."""
+KAFKA_CONSUMER_CACHE = 2048
+"""`spark.kafka.consumer.cache.capacity` (Spark's default 64): an executor JVM keeps one Kafka
+consumer per (query, partition) it reads. The cache is soft: once it holds that many, every
+borrow first closes the oldest 15% of the idle consumers (`InternalKafkaConsumerPool`), so a pool
+reading more than 64 partitions in one JVM opens a new consumer (a connection, a metadata fetch,
+its metrics) for most tasks. A consumer idle for `spark.kafka.consumer.cache.timeout` (5 minutes)
+is closed whatever the capacity, so a large one keeps no more than the pool reads. Measured with
+`sluice bench batch-cost` and `density` at 100 queries (docs/performance.md)."""
 STREAMING_UI = "false"
 """`spark.sql.streaming.ui.enabled`: Spark's Structured Streaming tab records every progress event
 in the UI's store; the runtime reads only the UI's stage and executor lists, and gives each query's
@@ -475,6 +483,7 @@ def build_session(config: SessionConfig) -> Any:
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
         .config("spark.sql.streaming.ui.enabled", STREAMING_UI)
+        .config("spark.kafka.consumer.cache.capacity", str(KAFKA_CONSUMER_CACHE))
         .config("spark.sql.warehouse.dir", str(config.workdir / "warehouse"))
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")

@@ -170,6 +170,21 @@ def test_batch_cost_levers_are_sides_on_top_of_sluice_s_settings() -> None:
     assert "spark.x=1" not in batch_cost.side_conf("spark-defaults", options)
 
 
+def test_batch_cost_without_defaults_names_the_side_it_left_out_and_no_ratio(tmp_path: Path) -> None:
+    from sluice.bench import batch_cost
+
+    row = {"conf": [], "queries": 2, "batches": 40, "batches_per_s": 2.0, "cores": 0.5, "cpu_ms_per_batch": 250.0,
+           "codegen_compiles_per_min_per_query": 0.5, "threads_ms_per_batch": {kind: 10.0 for kind in batch_cost.THREAD_KINDS}}
+    result = {"sides": {"spark-defaults": {"conf": [], "left_out": "--without-defaults"}, "sluice": row,
+                        "sluice+spark.a=1": row | {"ratio_to_sluice": 1.0}},
+              "ratio": None, "options": {"queries": 2, "master": "local[2]", "window": 10.0}}
+    summary = batch_cost.render(result)
+    assert "spark-defaults  left out (--without-defaults)" in summary
+    assert "sluice / spark-defaults" not in summary and "lever 1: spark.a=1" in summary
+    batch_cost.plot(result, tmp_path)  # the left-out side has no bar to draw
+    assert (tmp_path / "batch-cost.png").stat().st_size > 5_000
+
+
 def test_each_query_of_the_mix_has_its_own_literals_unless_same_shapes() -> None:
     bodies = [density_bench.manifest(i, "localhost:9092", f"t{i}") for i in range(200)]
     for body in bodies:

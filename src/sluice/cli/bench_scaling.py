@@ -108,12 +108,16 @@ def run_pool_bench(run: Callable[..., dict[str, Any]], render: Callable[[dict[st
               help="Record a JDK Flight Recorder profile of each side's driver JVM over its window (profile.jfr in the "
                    "side's folder; the recording's own cost falls on every side alike) and put where its Java "
                    "threads spent their samples in results.json.")
+@click.option("--without-defaults", is_flag=True,
+              help="Leave out the side with Spark's defaults (at 100 queries its start alone takes about 25 minutes): "
+                   "the levers against Sluice's side only.")
 @same_shapes_option
 @json_option
 @calibrate_option
 @from_results_option
 def bench_batch_cost(queries: int, conf: tuple[str, ...], levers: tuple[str, ...], warmup: float, window: float,
-                     out: str, jfr: bool, same_shapes: bool, as_json: bool, from_results: str | None) -> None:
+                     out: str, jfr: bool, without_defaults: bool, same_shapes: bool, as_json: bool,
+                     from_results: str | None) -> None:
     """CPU per micro-batch of one pool's runtime, with Spark's default settings and with Sluice's, side by side."""
     from sluice.bench import batch_cost
 
@@ -131,7 +135,7 @@ def bench_batch_cost(queries: int, conf: tuple[str, ...], levers: tuple[str, ...
     if jfr and (shutil.which("jcmd") is None or shutil.which("jfr") is None):
         fail("--jfr: the JDK's jcmd and jfr are not on PATH; install a JDK (not a JRE) or leave out --jfr.")
     options = batch_cost.Options(queries=queries, conf=conf, levers=levers, warmup=warmup, window=window,
-                                 same_shapes=same_shapes, jfr=jfr)
+                                 same_shapes=same_shapes, jfr=jfr, without_defaults=without_defaults)
     run_pool_bench(batch_cost.run, batch_cost.render, options, out, as_json, "batch-cost.png")
 
 
