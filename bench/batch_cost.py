@@ -50,14 +50,14 @@ SPARK_DEFAULTS: dict[str, str] = {
     "spark.ui.retainedJobs": "1000",
     "spark.sql.codegen.cache.maxEntries": "100",
     "spark.sql.streaming.ui.enabled": "true",
-    "spark.kafka.consumer.cache.capacity": "64",
+    "spark.sluice.driver.gc": "g1",
 }
 """Spark 4.2's own values of the settings `runtime/session.py` changes to make a batch cheaper:
 adaptive execution (Sluice: off), the checkpoint writer and Hadoop's local filesystem (Sluice:
 FileSystem-based on the raw local filesystem, `RAW_LOCAL_FILES`; with Sluice's jar its subclass that
 starts no process), the UI's retained stages and jobs (Sluice: 300), the generated-code cache (Sluice:
-`CODEGEN_CACHE_ENTRIES`), the streaming UI (Sluice: off) and the executors' cache of Kafka
-consumers (Sluice: `KAFKA_CONSUMER_CACHE`)."""
+`CODEGEN_CACHE_ENTRIES`), the streaming UI (Sluice: off) and the driver's collector (the JVM's G1;
+Sluice: `DRIVER_GC`)."""
 SIDES = ("spark-defaults", "sluice")
 
 

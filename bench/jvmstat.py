@@ -38,9 +38,15 @@ def parse_gc(text: str) -> Collections | None:
     try:
         return Collections(young=int(fields["YGC"]), young_s=float(fields["YGCT"]),
                            full=int(fields["FGC"]), full_s=float(fields["FGCT"]),
-                           concurrent=int(fields.get("CGC", "0")), concurrent_s=float(fields.get("CGCT", "0")))
+                           concurrent=int(_counted(fields.get("CGC"))), concurrent_s=float(_counted(fields.get("CGCT"))))
     except (KeyError, ValueError):  # a column missing, or "-" where a collector has none
         return None
+
+
+def _counted(value: str | None) -> str:
+    """A concurrent-cycle column: "-" (or absent) where the collector has no concurrent cycles
+    (the throughput collector), which is none of them."""
+    return "0" if value in (None, "-") else value
 
 
 def java_pid(pid: int) -> int | None:

@@ -166,14 +166,6 @@ default 100, static): keyed by each class's source text, into which a query's li
 pasted, so a pool of tenants' queries with their own thresholds and keys needs an entry per
 class of each (2-5 a query). `sluice bench batch-cost` at 50 queries with distinct literals:
 0.88x and 0.90x the CPU per batch of 100 entries in two runs (docs/performance.md)."""
-KAFKA_CONSUMER_CACHE = 2048
-"""`spark.kafka.consumer.cache.capacity` (Spark's default 64): an executor JVM keeps one Kafka
-consumer per (query, partition) it reads. The cache is soft: once it holds that many, every
-borrow first closes the oldest 15% of the idle consumers (`InternalKafkaConsumerPool`), so a pool
-reading more than 64 partitions in one JVM opens a new consumer (a connection, a metadata fetch,
-its metrics) for most tasks. A consumer idle for `spark.kafka.consumer.cache.timeout` (5 minutes)
-is closed whatever the capacity, so a large one keeps no more than the pool reads. Measured with
-`sluice bench batch-cost` and `density` at 100 queries (docs/performance.md)."""
 STREAMING_UI = "false"
 """`spark.sql.streaming.ui.enabled`: Spark's Structured Streaming tab records every progress event
 in the UI's store; the runtime reads only the UI's stage and executor lists, and gives each query's
@@ -181,6 +173,15 @@ progress itself (status, metrics). Off: 0.90x and 0.92x the CPU per batch in two
 (docs/performance.md)."""
 
 
+DRIVER_GC_CONF = "spark.sluice.driver.gc"
+"""The driver JVM's garbage collector, a key of `DRIVER_GC_OPTIONS` (default `DRIVER_GC`)."""
+DRIVER_GC_OPTIONS = {"parallel": "-XX:+UseParallelGC", "g1": "-XX:+UseG1GC"}
+DRIVER_GC = "parallel"
+"""HotSpot's throughput collector, not its default G1: a pool's driver allocates short-lived
+objects for every micro-batch of every query (plans, progress, events), and G1's concurrent
+refinement and marking threads cost CPU on top of its pauses. `sluice bench batch-cost` at 100
+queries: 0.78x the CPU per batch with G1, its collector threads 2.7 ms a batch against 9.9
+(docs/performance.md); `--conf spark.sluice.driver.gc=g1` gives G1 back."""
 JIT_ENV = "SLUICE_DRIVER_JIT"
 """`tiered` (the default) or `c1`: the driver JVM's JIT compilers (`JIT_OPTIONS`)."""
 JIT_OPTIONS = {"tiered": "", "c1": "-XX:TieredStopAtLevel=1"}
@@ -349,6 +350,15 @@ def check_settings(extra: dict[str, str]) -> None:
     _seconds(extra.get(WARMUP_CONF, "0"))
     async_progress_ms(extra.get(ASYNC_PROGRESS_CONF))
     executor_jit(extra)
+    driver_gc(extra)
+
+
+def driver_gc(extra: dict[str, str]) -> str:
+    """The driver's collector: `DRIVER_GC_CONF` when set, else `DRIVER_GC`; one sentence for anything else."""
+    chosen = extra.get(DRIVER_GC_CONF, DRIVER_GC).strip()
+    if chosen not in DRIVER_GC_OPTIONS:
+        raise ValueError(f"--conf {DRIVER_GC_CONF}={chosen!r}: use one of {', '.join(DRIVER_GC_OPTIONS)}.")
+    return chosen
 
 
 def lane_conf(bands: int, bulk_tasks: int) -> dict[str, str]:
@@ -470,7 +480,9 @@ def build_session(config: SessionConfig) -> Any:
         .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
         .config("spark.driver.memory", config.driver_memory)
         .config("spark.driver.extraJavaOptions",
-                f"-Xss16m -Dlog4j2.configurationFile=file:{LOG4J2} {JIT_OPTIONS[driver_jit()]} {jvm_options}".strip())
+                " ".join(filter(None, ["-Xss16m", f"-Dlog4j2.configurationFile=file:{LOG4J2}", JIT_OPTIONS[driver_jit()],
+                                       DRIVER_GC_OPTIONS[driver_gc(config.extra)], jvm_options])))
+        .config(DRIVER_GC_CONF, driver_gc(config.extra))
         .config("spark.executor.extraJavaOptions",
                 " ".join(filter(None, [f"-Dlog4j2.configurationFile=file:{LOG4J2}", jvm_options,
                                        EXECUTOR_JIT_OPTIONS[executor_jit(config.extra)]])))
@@ -483,7 +495,6 @@ def build_session(config: SessionConfig) -> Any:
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
         .config("spark.sql.streaming.ui.enabled", STREAMING_UI)
-        .config("spark.kafka.consumer.cache.capacity", str(KAFKA_CONSUMER_CACHE))
         .config("spark.sql.warehouse.dir", str(config.workdir / "warehouse"))
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")

@@ -791,6 +791,20 @@ def test_the_driver_jvm_runs_the_jit_compilers_the_session_chose(spark: Any) -> 
     assert level == ("1" if chosen == "c1" else "4"), (chosen, level)
 
 
+def test_the_driver_jvm_runs_the_collector_the_session_chose(spark: Any) -> None:
+    """`session.DRIVER_GC_OPTIONS` reach the driver JVM: its collectors' own names, read through
+    the JVM's management beans (HotSpot's throughput collector: PS Scavenge and PS MarkSweep)."""
+    from sluice.runtime.session import DRIVER_GC_CONF
+
+    jvm = spark._jvm
+    names = {bean.getName() for bean in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()}
+    chosen = spark.conf.get(DRIVER_GC_CONF)
+    if chosen == "parallel":
+        assert names == {"PS Scavenge", "PS MarkSweep"}, names
+    else:
+        assert "G1 Young Generation" in names and "PS Scavenge" not in names, (chosen, names)
+
+
 def test_sluice_driver_jit_c1_reaches_a_new_driver_jvm(tmp_path: Path) -> None:
     """The other choice, in a process of its own (one JVM a process): `SLUICE_DRIVER_JIT=c1` starts
     the driver with C1 alone."""

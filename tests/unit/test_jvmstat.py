@@ -24,6 +24,9 @@ def test_jstat_s_counters_are_read_by_their_columns() -> None:
     assert parse_gc("") is None
     assert parse_gc("YGC YGCT\n1\n") is None  # a value missing
     assert parse_gc(JSTAT_GC.replace("     0.033", "         -")) is None
+    # the throughput collector (the pool driver's) has no concurrent cycles: jstat prints "-"
+    throughput = JSTAT_GC.replace("     2     0.004     0.127", "     -         -     0.123")
+    assert parse_gc(throughput) == Collections(young=12, young_s=0.09, full=3, full_s=0.033, concurrent=0, concurrent_s=0.0)
 
 
 def test_a_window_s_pauses_are_the_difference_of_two_readings() -> None:

@@ -162,3 +162,13 @@ def test_a_warm_up_setting_that_is_not_seconds_is_one_sentence_naming_it() -> No
     for bad in ("abc", "-5", "nan"):
         with pytest.raises(ValueError, match=rf"^--conf {WARMUP_CONF}='{bad}': give seconds, 0 or more"):
             _seconds(bad)
+
+
+def test_the_driver_s_collector_is_parallel_unless_the_runtime_s_setting_says_g1() -> None:
+    from sluice.runtime.session import DRIVER_GC_CONF, DRIVER_GC_OPTIONS, driver_gc
+
+    assert driver_gc({}) == "parallel" and DRIVER_GC_OPTIONS["parallel"] == "-XX:+UseParallelGC"
+    assert driver_gc({DRIVER_GC_CONF: " g1 "}) == "g1" and DRIVER_GC_OPTIONS["g1"] == "-XX:+UseG1GC"
+    with pytest.raises(ValueError) as refused:
+        check_settings({DRIVER_GC_CONF: "zgc"})
+    assert str(refused.value) == f"--conf {DRIVER_GC_CONF}='zgc': use one of parallel, g1."
