@@ -180,8 +180,8 @@ DRIVER_GC = "parallel"
 """HotSpot's throughput collector, not its default G1: a pool's driver allocates short-lived
 objects for every micro-batch of every query (plans, progress, events), and G1's concurrent
 refinement and marking threads cost CPU on top of its pauses. `sluice bench batch-cost` at 100
-queries: 0.78x the CPU per batch with G1, its collector threads 2.7 ms a batch against 9.9
-(docs/performance.md); `--conf spark.sluice.driver.gc=g1` gives G1 back."""
+queries, two runs: 0.78x and 0.76x G1's CPU per batch, its collector threads 2.7-3.1 ms a batch
+against 9.9-10.4 (docs/performance.md); `--conf spark.sluice.driver.gc=g1` gives G1 back."""
 JIT_ENV = "SLUICE_DRIVER_JIT"
 """`tiered` (the default) or `c1`: the driver JVM's JIT compilers (`JIT_OPTIONS`)."""
 JIT_OPTIONS = {"tiered": "", "c1": "-XX:TieredStopAtLevel=1"}
