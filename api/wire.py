@@ -80,6 +80,9 @@ class BatchCosts(Answer):
     worst_case_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """The interval rule's worst latency at that interval from these costs (`intervals.worst_case`),
     to hold against the measured p99 and maximum."""
+    late_share: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
+    """The share of rows its recent batches' overshoots predict late at that interval
+    (`intervals.late_share`; None: a windowed aggregation, or fewer than 8 batches seen)."""
     driver_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """The batch's work on the driver's thread (offsets, planning, between jobs), from its quieter
     batches; with the task figures below, what the what-if's model of the cores runs (None: no

@@ -8,7 +8,7 @@ only the host's lifecycle thread starts and stops the query behind it.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -116,6 +116,9 @@ class HostedQuery:
     offsets: SourceOffsets = field(default_factory=SourceOffsets)
     """A Kafka source's lag and producer rate, from each batch's latest and end offsets."""
     phase_log: dict[str, deque[float]] = field(default_factory=dict)
+    overshoots: deque[float] = field(default_factory=lambda: deque(maxlen=intervals.OVERSHOOTS))
+    """Seconds each recent warm batch took its oldest row past the interval: its source lag, a late
+    predecessor's overrun and its trigger time up to the sink's write (`intervals.Costs.overshoots`)."""
     """Phase -> milliseconds of the latest measured batches (`sluice run --report` prints their quantiles)."""
     largest: list[BatchTimeline] = field(default_factory=list)
     """The run's warm batches with the most rows that have left `timelines` (at most
@@ -289,6 +292,9 @@ class HostedQuery:
                               interval_ms=None if self.interval is None else round(self.interval * 1000, 1),
                               worst_case_ms=None if self.interval is None else round(
                                   intervals.worst_case(self.interval, found, self.delay) * 1000, 1),
+                              late_share=None if self.interval is None or self.delay is not None else (
+                                  intervals.late_share(self.interval, self.spec.latency_target,
+                                                       replace(found, overshoots=tuple(self.overshoots)))),
                               **figures)
         except ValidationError:  # BatchCosts' bounds: a status never fails on a figure Spark reported as NaN
             return None

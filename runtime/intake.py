@@ -126,6 +126,12 @@ class Intake:
                     took = before.durations_ms.get("triggerExecution") if before is not None else None
                     overrun = 0.0 if took is None else took / 1000 - hosted.interval
                     timeline.lag = intervals.lag_of(_epoch(progress.timestamp), oldest, hosted.interval, overrun)
+                    if timeline.lag is not None and not timeline.cold and "triggerExecution" in timeline.durations_ms:
+                        # its oldest row's wait past the interval (a late predecessor's overrun
+                        # too) and its trigger up to the sink's write, where latencies are taken
+                        ms = timeline.durations_ms
+                        hosted.overshoots.append(timeline.lag + max(overrun, 0.0)
+                                                 + (ms["triggerExecution"] - ms.get("commitOffsets", 0.0)) / 1000)
             hosted.input_rate = float(progress.inputRowsPerSecond or 0.0)
             hosted.processing_rate = float(progress.processedRowsPerSecond or 0.0)
             if position is not None and progress.timestamp:

@@ -43,10 +43,11 @@ class IntervalControl:
             costs = costs_of(hosted)
             current = hosted.interval
             twin = twin_of(hosted, others) if current is None and measured_costs(hosted) is None else None
+        percentile = hosted.query.spec.sla.percentile
         if current is not None:
-            return intervals.next_interval(current, sla, costs, delay)
+            return intervals.next_interval(current, sla, costs, delay, percentile=percentile)
         if twin is not None:
-            return intervals.seeded(sla, twin.costs, delay, twin.key, twin.interval)
+            return intervals.seeded(sla, twin.costs, delay, twin.key, twin.interval, percentile)
         return intervals.first(sla, costs, delay)
 
     def record(self, hosted: HostedQuery, choice: intervals.Choice) -> None:
@@ -66,7 +67,8 @@ class IntervalControl:
             if len(hosted.batch_costs(since=hosted.interval_since)) < 3:
                 return None  # too little measured at this interval
             costs = costs_of(hosted)
-        choice = intervals.next_interval(hosted.interval, hosted.spec.latency_target, costs, hosted.delay)
+        choice = intervals.next_interval(hosted.interval, hosted.spec.latency_target, costs, hosted.delay,
+                                         percentile=hosted.query.spec.sla.percentile)
         if abs(choice.interval - hosted.interval) < 1e-3:
             with self.lock:
                 hosted.interval_reason = choice.reason
@@ -82,9 +84,11 @@ def _lag(hosted: HostedQuery) -> float:
 
 
 def measured_costs(hosted: HostedQuery) -> intervals.Costs | None:
-    """The recent batches' measured costs (`intervals.measured`); None before 3 batches with rows."""
-    return intervals.measured(hosted.batch_costs(), hosted.input_rate, hosted.recent_gate_wait(),
-                              hosted.recent_commit(), _lag(hosted))
+    """The recent batches' measured costs (`intervals.measured`) with their overshoots; None before
+    3 batches with rows."""
+    found = intervals.measured(hosted.batch_costs(), hosted.input_rate, hosted.recent_gate_wait(),
+                               hosted.recent_commit(), _lag(hosted))
+    return None if found is None else dataclasses.replace(found, overshoots=tuple(hosted.overshoots))
 
 
 def costs_of(hosted: HostedQuery) -> intervals.Costs:

@@ -28,9 +28,20 @@ falls behind (interval >= fixed / (1 - per_row x rate)). When no interval does b
 cannot be kept at this rate on these executors: the interval that keeps up is chosen and the
 reason says so.
 
+That worst case rests on a typical batch (the median's fixed cost, the mean wait at the gate), so
+a batch slower than typical makes the rows at its interval's start late. The SLA is a share of
+rows (`spec.sla.percentile`), so once a query's recent batches are known (`overshoots`: how far
+each carried its oldest row past the interval), the interval is also at most the largest whose
+predicted share of late rows (`late_share`) stays within `LATE_BUDGET` of what the percentile
+allows: rows arrive across the interval, so a batch that overshoots the SLA by `x` makes `x /
+interval` of its rows late. With 100 queries on 2 cores the 2 s critical filters ran at 1.45-1.53 s
+intervals by the median rule, the cores 0.79 busy, and a few slow batches left two of them at
+97.4-98.6% of rows within the SLA.
+
 Online, `next_interval` adds hysteresis so a query does not flap between intervals (changing one
 restarts the query, and its rows wait out the restart): an interval whose worst case has passed
-`SHRINK_AT x SLA` shrinks at once, to the interval whose worst case fits `SHRINK_MARGIN x SLA`
+`SHRINK_AT x SLA`, or whose predicted late rows pass what the percentile allows, shrinks at once,
+to the interval whose worst case fits `SHRINK_MARGIN x SLA`
 (headroom: shrinking only to the edge left the next measurement a few percent over it, and the
 pool's bulk queries restarted every 30-60 s for 2% steps); otherwise the interval moves only
 when the new choice differs by more than `band`, and so does one that no interval lets keep its
@@ -80,6 +91,13 @@ restart a few seconds in which their rows wait)."""
 SHRINK_MARGIN = 0.7
 """Share of the SLA an interval shrunk for safety is chosen at (below MARGIN, so it is not unsafe
 again at the next measurement's noise)."""
+OVERSHOOTS = 200
+"""Recent batches' overshoots kept per query (`Costs.overshoots`): about 5 minutes of a 2 s SLA's
+batches, enough to see a 1% tail, and slow to move, so a slow batch or two does not flap the
+interval."""
+LATE_BUDGET = 0.5
+"""Share of the late rows the SLA's percentile allows that an interval may be predicted to make
+late from its recent batches' overshoots (the rest absorbs what those batches did not show)."""
 BAND = 0.25
 """Hysteresis: a safe interval changes only for a choice more than 25% away."""
 PER_ROW_MAX = 1e-3
@@ -107,6 +125,11 @@ class Costs:
     lag: float = 0.0
     """Seconds from a row's production until a batch can read it, at worst: a high quantile of
     recent batches' (`lag_of`)."""
+    overshoots: tuple[float, ...] = ()
+    """Recent batches' seconds past the interval for their oldest row, each as it came (its source
+    lag, a late predecessor's overrun, and its trigger time up to the sink's write: offsets,
+    planning, the gate, the action);
+    `late_share` reads them once there are `SPREAD_BATCHES`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +194,41 @@ def spread(batches: Sequence[tuple[int, float]], costs: Costs) -> float | None:
     return max(ranked_quantile(ratios, 0.9) / median, 1.0) if median > 0 else None
 
 
+def late_share(interval: float, sla: float, costs: Costs) -> float | None:
+    """The share of a not windowed query's rows predicted late at `interval` from its recent
+    batches' `overshoots` (pure): rows are read evenly over the interval, so a batch whose oldest
+    row would wait `interval + overshoot` makes the first `interval + overshoot - sla` seconds of
+    its rows late. None below `SPREAD_BATCHES` overshoots. The overshoots are taken as measured,
+    whatever the interval: a shorter one holds fewer rows, so the share is if anything high."""
+    if len(costs.overshoots) < SPREAD_BATCHES or interval <= 0:
+        return None
+    return sum(min(max(interval + over - sla, 0.0) / interval, 1.0) for over in costs.overshoots) / len(costs.overshoots)
+
+
+def _within_late_budget(chosen: Choice, sla: float, costs: Costs, floor: float, allowed: float) -> Choice:
+    """`chosen`, or the largest interval down to `floor` whose `late_share` stays within
+    `LATE_BUDGET x allowed` (bisection: the share grows with the interval)."""
+    budget = LATE_BUDGET * allowed
+    late = late_share(chosen.interval, sla, costs)
+    if late is None or late <= budget:
+        return chosen
+    at_floor = late_share(floor, sla, costs) or 0.0
+    if at_floor > budget:
+        return Choice(floor, f"its recent batches' times make {at_floor:.2%} of rows late even at "
+                             f"{floor * 1000:.0f} ms, the least interval that keeps up (the {sla * 1000:.0f} ms SLA "
+                             f"allows {allowed:.1%}).", at_floor <= allowed)
+    low, high = floor, chosen.interval
+    for _ in range(30):
+        middle = (low + high) / 2
+        if (late_share(middle, sla, costs) or 0.0) <= budget:
+            low = middle
+        else:
+            high = middle
+    return Choice(low, f"the largest interval at which its recent batches' times make at most {budget:.2%} of rows "
+                       f"late (the {sla * 1000:.0f} ms SLA allows {allowed:.1%}; at the "
+                       f"{chosen.interval * 1000:.0f} ms a typical batch allows, {late:.2%}).")
+
+
 def first(sla: float, costs: Costs, delay: float | None = None) -> Choice:
     """The interval a query starts with, before its batches are measured: `choose`, at most the
     larger of START_CAP and START_SHARE of the SLA."""
@@ -182,7 +240,8 @@ def first(sla: float, costs: Costs, delay: float | None = None) -> Choice:
                        f"{choice.interval * 1000:.0f} ms, but the rate and the cost of a batch are not known yet.")
 
 
-def seeded(sla: float, costs: Costs, delay: float | None, twin: str, current: float) -> Choice:
+def seeded(sla: float, costs: Costs, delay: float | None, twin: str, current: float,
+           percentile: float = 99.0) -> Choice:
     """The interval a query starts with when `twin`, a running query of the same pipeline and
     SLA, has measured costs: the twin's own next choice from them (`next_interval` against the
     `current` interval it runs at), without the start cap (the cap stands in for costs not known
@@ -191,7 +250,7 @@ def seeded(sla: float, costs: Costs, delay: float | None, twin: str, current: fl
     to 100 queries); started at the twin's unhysteresised choice, new critical filters ran at
     1.47 s where their twins, shrunk under load, ran at 1.23-1.28 s. The new query's own rate may
     differ: its own batches correct the interval after the dwell."""
-    choice = next_interval(current, sla, costs, delay)
+    choice = next_interval(current, sla, costs, delay, percentile=percentile)
     return Choice(choice.interval, f"as {twin} (the same pipeline and SLA) runs: {choice.reason}", choice.keeps_sla)
 
 
@@ -212,9 +271,11 @@ def worst_case(interval: float, costs: Costs, delay: float | None = None) -> flo
     return waits * interval + held + costs.lag + costs.queueing + batch + costs.commit
 
 
-def choose(sla: float, costs: Costs, delay: float | None = None, margin: float = MARGIN) -> Choice:
-    """The largest interval whose worst case stays within `margin x sla`; `delay`: a windowed
-    aggregation's watermark delay (None: not windowed)."""
+def choose(sla: float, costs: Costs, delay: float | None = None, margin: float = MARGIN,
+           percentile: float = 99.0) -> Choice:
+    """The largest interval whose worst case stays within `margin x sla` and, for a query not
+    windowed, whose predicted share of late rows (`late_share`) stays within `LATE_BUDGET` of the
+    `percentile`'s; `delay`: a windowed aggregation's watermark delay (None: not windowed)."""
     if sla <= 0:
         raise ValueError("the SLA must be above zero")
     load = costs.per_row * costs.rate  # seconds of work per second of input
@@ -233,17 +294,20 @@ def choose(sla: float, costs: Costs, delay: float | None = None, margin: float =
                       f"{costs.per_row * 1e6:.1f} µs a row{readable}, so batching every {floor * 1000:.0f} ms, "
                       "the least that keeps up.", False)
     chosen = min(largest, MAX_INTERVAL)
-    return Choice(chosen, f"the largest interval whose worst case ({'' if costs.lag <= 0 else f'the source lag of {costs.lag * 1000:.0f} ms + '}interval + queueing + a batch of "
+    typical = Choice(chosen, f"the largest interval whose worst case ({'' if costs.lag <= 0 else f'the source lag of {costs.lag * 1000:.0f} ms + '}interval + queueing + a batch of "
                           f"{costs.fixed * 1000:.0f} ms + {costs.per_row * 1e6:.1f} µs a row at {costs.rate:.0f} rows/s "
                           f"+ commit{'' if delay is None else ', twice: the watermark, then the window'}) stays "
                           f"within {margin:.0%} of the "
                           f"{sla * 1000:.0f} ms SLA.")
+    if delay is not None:
+        return typical
+    return _within_late_budget(typical, sla, costs, min(floor, chosen), 1 - percentile / 100)
 
 
 def next_interval(current: float | None, sla: float, costs: Costs, delay: float | None = None,
-                  band: float = BAND) -> Choice:
+                  band: float = BAND, percentile: float = 99.0) -> Choice:
     """`choose`, with hysteresis against the interval in force (None: the first choice)."""
-    choice = choose(sla, costs, delay)
+    choice = choose(sla, costs, delay, percentile=percentile)
     if current is None:
         return choice
     far = abs(choice.interval - current) > band * current
@@ -251,8 +315,9 @@ def next_interval(current: float | None, sla: float, costs: Costs, delay: float 
         # little behind it batches back to back, which Spark does by itself; at N=50 the estimate's
         # noise restarted critical filters for 710 -> 712 ms)
         return choice if far else Choice(current, choice.reason, False)
-    if worst_case(current, costs, delay) > SHRINK_AT * sla:
-        roomy = choose(sla, costs, delay, SHRINK_MARGIN)
+    late = late_share(current, sla, costs) if delay is None else None
+    if worst_case(current, costs, delay) > SHRINK_AT * sla or (late is not None and late > 1 - percentile / 100):
+        roomy = choose(sla, costs, delay, SHRINK_MARGIN, percentile)
         return roomy if roomy.keeps_sla else choice
     if not far:
         return Choice(current, f"keeping {current * 1000:.0f} ms: it still fits the {sla * 1000:.0f} ms SLA and the "

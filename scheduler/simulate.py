@@ -406,6 +406,9 @@ class _State:
     batch: _Batch | None = None
     recent: deque[tuple[float, int, float, float, float]] = field(default_factory=lambda: deque(maxlen=RECENT))
     """(committed, rows, cost, gate wait, commit) of recent batches."""
+    overshoots: deque[float] = field(default_factory=lambda: deque(maxlen=intervals.OVERSHOOTS))
+    """Seconds each warm batch with rows took from its trigger to its action's end, where its rows'
+    latencies are taken (`intervals.Costs.overshoots`; the simulated sources have no lag)."""
     rate: float = 0.0
     """Input rate of the last batch (Spark's inputRowsPerSecond)."""
     granted: int = 0
@@ -583,6 +586,8 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
         result.batches += 1
         state.measured += rows > 0  # as `recent` keeps its rows
         state.recent.append((now, rows, cost, batch.granted - batch.start, query.commit))
+        if rows > 0 and state.granted > len(query.cold):
+            state.overshoots.append(now - batch.start)
         span = batch.read_to - batch.read_from
         state.rate = batch.rows / span if span > 0 else state.rate
         if batch.read_to > batch.read_from:
@@ -635,6 +640,7 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
             dirty.discard(key)
             if costs is None:
                 continue
+            costs = replace(costs, overshoots=tuple(state.overshoots))
             delay = query.delay if query.window is not None else None
             choice = intervals.next_interval(state.interval, query.sla, costs, delay)
             result = results[key]

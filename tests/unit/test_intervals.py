@@ -12,6 +12,7 @@ from sluice.scheduler.intervals import (
     Costs,
     choose,
     lag_of,
+    late_share,
     measured,
     next_interval,
     source_lag,
@@ -198,3 +199,43 @@ def test_a_query_with_a_measured_twin_starts_where_the_twin_s_costs_put_it() -> 
     assert seeded(30.0, twin, None, "t/a", 7.5).interval == pytest.approx(23.75 / 1.005)
     # a twin that cannot keep its SLA says so, as `choose` does
     assert not seeded(0.3, twin, None, "t/a", 0.2).keeps_sla
+
+
+# nine typical batches and one that took its oldest row 1 s past the interval
+TAILED = Costs(0.15, 0.0, 1000, commit=0.03, overshoots=(0.2,) * 9 + (1.0,))
+
+
+def test_the_late_share_is_the_rows_each_batch_s_overshoot_pushes_past_the_sla() -> None:
+    # at 1.42 s the slow batch's first 1.42 + 1.0 - 2 = 0.42 s of rows are late: 0.42 / 1.42 of its rows
+    assert late_share(1.42, 2.0, TAILED) == pytest.approx(0.42 / 1.42 / 10)
+    assert late_share(0.9, 2.0, TAILED) == 0.0  # no batch reaches the SLA
+    assert late_share(1.42, 2.0, Costs(0.15, 0.0, 1000, overshoots=(1.0,) * 7)) is None  # too few seen
+
+
+def test_an_interval_keeps_its_late_rows_within_half_of_what_the_percentile_allows() -> None:
+    assert choose(2.0, FILTER).interval == pytest.approx(1.42)  # no overshoots seen: the typical batch's rule
+    # p99 allows 1% late; half of it: (I + 1.0 - 2) / I / 10 <= 0.005, so I <= 1 / 0.95
+    tight = choose(2.0, TAILED)
+    assert tight.interval == pytest.approx(1 / 0.95, abs=1e-6) and tight.keeps_sla
+    assert late_share(tight.interval, 2.0, TAILED) == pytest.approx(0.005, abs=1e-6)
+    assert "0.50% of rows late" in tight.reason and "2.96%" in tight.reason
+    # p90 allows 10%: the typical batch's interval already fits
+    assert choose(2.0, TAILED, percentile=90).interval == pytest.approx(1.42)
+    # a windowed aggregation's rows wait for windows, not the interval: overshoots are not read
+    windowed = Costs(0.15, 0.0, 1000, commit=0.03)
+    assert choose(20.0, TAILED, delay=2.0).interval == choose(20.0, windowed, delay=2.0).interval
+
+
+def test_batches_too_slow_for_any_interval_batch_as_often_as_keeps_up_and_say_so() -> None:
+    slow = Costs(0.15, 0.0, 1000, commit=0.03, overshoots=(3.0,) * 10)
+    choice = choose(2.0, slow)
+    assert choice.interval == MIN_INTERVAL and not choice.keeps_sla
+    assert "100.00% of rows late even at 200 ms" in choice.reason
+
+
+def test_an_interval_whose_late_rows_pass_the_percentile_shrinks_at_once_and_one_within_it_is_kept() -> None:
+    # at 1.3 s: 0.3 / 1.3 / 10 = 2.3% late, past the 1% p99 allows, though within 25% of the choice
+    shrunk = next_interval(1.3, 2.0, TAILED)
+    assert shrunk.interval == pytest.approx(1 / 0.95, abs=1e-6)
+    # at 1.1 s: 0.91% late, within the 1%, and the choice (1.053 s) within 25%: no restart
+    assert next_interval(1.1, 2.0, TAILED).interval == 1.1
