@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.api.constants import API_VERSION, CRITICAL_LANE, RUNTIME_CAPACITY
-from sluice.operator.runtime_client import RuntimeUnreachable
+from sluice.operator.runtime_client import RuntimeClient, RuntimeRefused, RuntimeUnreachable
 from sluice.runtime.session import exit_text
 
 from .capacity import BULK_ATTAINMENT, CRITICAL_ATTAINMENT
@@ -230,6 +230,29 @@ def summarize_step(before: dict[str, Any], after: dict[str, Any], critical: set[
             "unjudged": sorted(k for k, a in attained.items() if a is None), "unjudged_classes": unjudged_classes}
 
 
+async def _critical_batches(client: RuntimeClient, keys: set[str], start: float,
+                            window: float) -> dict[str, list[list[float]]]:
+    """Sleeps out the step's `window` while polling the critical queries' measured batches (the
+    runtime keeps a minute): [commit time from `start` (s), output rows, newest and oldest row's
+    latency (ms)] each, so a step's late rows can be placed in time and across queries."""
+    seen: dict[str, list[list[float]]] = {key: [] for key in keys}
+    last = dict.fromkeys(keys, start)
+    end = start + window
+    while (now := time.time()) < end:
+        await asyncio.sleep(min(20.0, end - now))
+        for key in sorted(keys):
+            try:
+                listed = await client.batches(key, last[key])
+            except (RuntimeUnreachable, RuntimeRefused):
+                continue  # a figure lost, not the step: the statuses judge it
+            for batch in listed.batches:
+                if batch.latencies_ms:
+                    seen[key].append([round(batch.committed - start, 2), batch.rows,
+                                      round(batch.latencies_ms[-1], 1), round(batch.latencies_ms[0], 1)])
+                last[key] = max(last[key], batch.committed)
+    return seen
+
+
 def class_path(paths: list[dict[str, float]]) -> dict[str, float]:
     """The mean share of each activity over the queries' critical paths (pure; queries with no
     path measured left out), largest first."""
@@ -318,7 +341,7 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                 busy0 = machine_busy_seconds()
                 compiles0 = compiles(runtime.url)
                 log(f"N={n}: measuring {window:.0f} s")
-                time.sleep(window)
+                seen = asyncio.run(_critical_batches(runtime.client, critical & set(before), time.time(), window))
                 cpu1, wall1, busy1 = cpu_seconds(runtime.proc.pid), time.monotonic(), machine_busy_seconds()
                 gc1 = collections(runtime.proc.pid)
                 compiles1 = compiles(runtime.url)
@@ -351,7 +374,8 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                                   "interval_restarts": s.interval_restarts, "interval_reason": s.interval_reason,
                                   "late_share": None if s.costs is None else s.costs.late_share,
                                   "bottleneck": s.bottleneck, "critical_path": s.criticalPath,
-                                  "message": s.message} for k, s in sorted(statuses.items())},
+                                  "message": s.message,
+                                  **({"latency_batches": seen[k]} if k in seen else {})} for k, s in sorted(statuses.items())},
             }
             rows.append(row)
             held = row["vitals"]

@@ -13,6 +13,7 @@ import aiohttp
 from pydantic import BaseModel, ValidationError
 
 from sluice.api.wire import (
+    BatchList,
     ExecutorState,
     ExecutorTarget,
     Problem,
@@ -89,6 +90,11 @@ class RuntimeClient:
 
     async def queries(self) -> dict[str, QueryStatus]:
         return (await self._call("GET", "/v1/queries", QueryList)).queries
+
+    async def batches(self, key: str, since: float) -> BatchList:
+        """A hosted query's measured batches committed after `since` (epoch seconds) that its latency
+        window still holds (the last minute)."""
+        return await self._call("GET", f"/v1/queries/{key}/batches?since={since}", BatchList)
 
     async def executors(self) -> ExecutorState:
         return await self._call("GET", "/v1/executors", ExecutorState)

@@ -45,10 +45,11 @@ class IntervalControl:
             twin = twin_of(hosted, others) if current is None and measured_costs(hosted) is None else None
         percentile = hosted.query.spec.sla.percentile
         if current is not None:
-            return intervals.next_interval(current, sla, costs, delay, percentile=percentile)
+            kept = intervals.next_interval(current, sla, costs, delay, percentile=percentile)
+            return kept if abs(kept.interval - current) < 1e-3 else _own(hosted, kept)
         if twin is not None:
-            return intervals.seeded(sla, twin.costs, delay, twin.key, twin.interval, percentile)
-        return intervals.first(sla, costs, delay)
+            return _own(hosted, intervals.seeded(sla, twin.costs, delay, twin.key, twin.interval, percentile))
+        return _own(hosted, intervals.first(sla, costs, delay))
 
     def record(self, hosted: HostedQuery, choice: intervals.Choice) -> None:
         with self.lock:
@@ -73,7 +74,13 @@ class IntervalControl:
             with self.lock:
                 hosted.interval_reason = choice.reason
             return None
-        return choice
+        return _own(hosted, choice)
+
+
+def _own(hosted: HostedQuery, choice: intervals.Choice) -> intervals.Choice:
+    """A new choice as the query's own interval (`intervals.staggered`): queries of one interval
+    would trigger together."""
+    return dataclasses.replace(choice, interval=intervals.staggered(choice.interval, hosted.query.key))
 
 
 def _lag(hosted: HostedQuery) -> float:

@@ -438,7 +438,7 @@ def first_interval(query: SimQuery) -> tuple[float, str]:
     delay = query.delay if query.window is not None else None
     costs = intervals.Costs(intervals.FIXED_PRIOR, intervals.PER_ROW_PRIOR, 0.0, 0.0, intervals.COMMIT_PRIOR)
     choice = intervals.first(query.sla, costs, delay)
-    return choice.interval, choice.reason
+    return intervals.staggered(choice.interval, query.key), choice.reason
 
 
 def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = None,
@@ -650,9 +650,10 @@ def simulate(queries: Sequence[SimQuery], pool: Pool, options: Options | None = 
             if state.batch is not None:  # never abort a batch in flight: the next check
                 dirty.add(key)
                 continue
-            state.interval, state.since, state.measured = choice.interval, now, 0
+            own = intervals.staggered(choice.interval, key)  # as the runtime's (`intervals.staggered`)
+            state.interval, state.since, state.measured = own, now, 0
             state.generation += 1
-            result.interval, result.restarts = choice.interval, result.restarts + 1
+            result.interval, result.restarts = own, result.restarts + 1
             push(now + options.restart, _TRIGGER, key, state.generation)
             return
 

@@ -598,7 +598,9 @@ def test_without_a_trigger_the_interval_comes_from_the_sla_and_adapts_to_measure
     auto.spec.resources.expectedRate = 40_000
     hosted = host.add(auto)
     first = host.status("t/auto")
-    assert first.interval_ms == 1000 and "the SLA alone would allow 1667 ms" in first.interval_reason
+    # the query's own interval: a stable share of up to 5% off (`intervals.staggered`)
+    assert first.interval_ms == pytest.approx(intervals.staggered(1.0, "t/auto") * 1000, abs=0.1)
+    assert "the SLA alone would allow 1667 ms" in first.interval_reason
     # a twin, ready to change in the same lifecycle check: a check restarts one query at most
     data2 = tmp_path / "in-twin"
     twin_query = query("twin", "t", files_source(data2), [{"filter": "amount > 0"}], sla="4s")
@@ -634,7 +636,6 @@ def test_a_query_with_a_measured_twin_starts_where_the_twin_runs(host_factory: A
     as the density benchmark went from 50 to 100 queries); a running twin (the same pipeline and
     SLA) with measured costs gives a new query its first interval instead."""
     from sluice.runtime.interval_control import measured_costs
-    from sluice.scheduler import intervals
 
     host = host_factory(LocalScheduler(Scheduler("cameo", capacity=2)), retry_every=0.5, interval_dwell=600.0)
 
@@ -644,7 +645,8 @@ def test_a_query_with_a_measured_twin_starts_where_the_twin_runs(host_factory: A
         return made
 
     seed = host.add(auto("seed", "4s"))
-    assert host.status("t/seed").interval_ms == 1000  # unmeasured: the cap (a quarter of 4 s)
+    # unmeasured: the cap (a quarter of 4 s), as its own
+    assert host.status("t/seed").interval_ms == pytest.approx(intervals.staggered(1.0, "t/seed") * 1000, abs=0.1)
     for round_ in range(3):  # three batches, each measured (progress in, write committed) before the next
         write_rows(tmp_path / "seed", f"{round_}.json", [{"id": round_ * 10 + i, "user": "u", "amount": 1.0,
                                                           "produced_at": iso(time.time())} for i in range(5)])
@@ -654,13 +656,15 @@ def test_a_query_with_a_measured_twin_starts_where_the_twin_runs(host_factory: A
         costs = measured_costs(seed)
     assert costs is not None
     twin = host.add(auto("twin", "4s"))
-    expected = intervals.seeded(4.0, costs, None, "t/seed", 1.0)  # the seed runs at the cap
+    assert seed.interval is not None
+    expected = intervals.seeded(4.0, costs, None, "t/seed", seed.interval)  # the seed runs at the cap
     assert expected.interval > 1.0  # above the cap: the seed's cheap batches allow more
-    assert twin.interval == pytest.approx(expected.interval) and twin.interval_reason == expected.reason
+    assert twin.interval == pytest.approx(intervals.staggered(expected.interval, "t/twin"))
+    assert twin.interval_reason == expected.reason
     assert twin.interval_reason.startswith("as t/seed (the same pipeline and SLA) runs")
     # another SLA is no twin: the cap until its own batches are measured
     other = host.add(auto("other", "8s"))
-    assert other.interval == 2.0 and "until its batches are measured" in other.interval_reason
+    assert other.interval == intervals.staggered(2.0, "t/other") and "until its batches are measured" in other.interval_reason
     write_rows(tmp_path / "twin", "0.json", [{"id": 1, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}])
     wait_for(lambda: len(twin.memory) == 1, 60, "the twin's first row")
 

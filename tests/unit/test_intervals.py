@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from sluice.scheduler.intervals import (
     MAX_INTERVAL,
     MIN_INTERVAL,
+    STAGGER,
     Costs,
     choose,
     lag_of,
@@ -17,6 +18,7 @@ from sluice.scheduler.intervals import (
     next_interval,
     source_lag,
     spread,
+    staggered,
     worst_case,
 )
 
@@ -239,3 +241,13 @@ def test_an_interval_whose_late_rows_pass_the_percentile_shrinks_at_once_and_one
     assert shrunk.interval == pytest.approx(1 / 0.95, abs=1e-6)
     # at 1.1 s: 0.91% late, within the 1%, and the choice (1.053 s) within 25%: no restart
     assert next_interval(1.1, 2.0, TAILED).interval == 1.1
+
+
+def test_each_query_s_interval_is_its_own_shorter_by_a_stable_share() -> None:
+    # thirty queries all chosen at the cap would trigger together at each minute; their own
+    # intervals are distinct, none longer than chosen, none more than STAGGER shorter
+    own = [staggered(MAX_INTERVAL, f"tenant-{i:02d}/q{i:04d}") for i in range(30)]
+    assert len({round(x, 3) for x in own}) == 30
+    assert all(MAX_INTERVAL * (1 - STAGGER) <= x <= MAX_INTERVAL for x in own)
+    assert staggered(MAX_INTERVAL, "tenant-00/q0000") == own[0]  # stable: the same key, the same interval
+    assert staggered(MIN_INTERVAL, "t/a") == MIN_INTERVAL and staggered(0.1, "t/a") == 0.1  # never below the floor
