@@ -32,15 +32,15 @@ That worst case rests on a typical batch (the median's fixed cost, the mean wait
 a batch slower than typical makes the rows at its interval's start late. The SLA is a share of
 rows (`spec.sla.percentile`), so once a query's recent batches are known (`overshoots`: how far
 each carried its oldest row past the interval), the interval is also at most the largest whose
-predicted share of late rows (`late_share`) stays within `LATE_BUDGET` of what the percentile
-allows: rows arrive across the interval, so a batch that overshoots the SLA by `x` makes `x /
-interval` of its rows late. With 100 queries on 2 cores the 2 s critical filters ran at 1.45-1.53 s
+predicted share of late rows (`late_share`), beyond those no interval avoids (`avoidable_late`),
+stays within `LATE_BUDGET` of what the percentile allows: rows arrive across the interval, so a
+batch that overshoots the SLA by `x` makes `x / interval` of its rows late. With 100 queries on 2 cores the 2 s critical filters ran at 1.45-1.53 s
 intervals by the median rule, the cores 0.79 busy, and a few slow batches left two of them at
 97.4-98.6% of rows within the SLA.
 
 Online, `next_interval` adds hysteresis so a query does not flap between intervals (changing one
 restarts the query, and its rows wait out the restart): an interval whose worst case has passed
-`SHRINK_AT x SLA`, or whose predicted late rows pass what the percentile allows, shrinks at once,
+`SHRINK_AT x SLA`, or whose avoidable late rows pass what the percentile allows, shrinks at once,
 to the interval whose worst case fits `SHRINK_MARGIN x SLA`
 (headroom: shrinking only to the edge left the next measurement a few percent over it, and the
 pool's bulk queries restarted every 30-60 s for 2% steps); otherwise the interval moves only
@@ -208,28 +208,47 @@ def late_share(interval: float, sla: float, costs: Costs) -> float | None:
     return sum(min(max(interval + over - sla, 0.0) / interval, 1.0) for over in costs.overshoots) / len(costs.overshoots)
 
 
-def _within_late_budget(chosen: Choice, sla: float, costs: Costs, floor: float, allowed: float) -> Choice:
-    """`chosen`, or the largest interval down to `floor` whose `late_share` stays within
-    `LATE_BUDGET x allowed` (bisection: the share grows with the interval)."""
+def avoidable_late(interval: float, sla: float, costs: Costs) -> float | None:
+    """The share of rows `late_share` predicts at `interval` beyond what it predicts at the least
+    interval that keeps up (pure): late rows a shorter interval could avoid. A batch that
+    overshoots the SLA at any interval (a stall every query feels, a pool out of CPU) is not the
+    interval's to absorb: at 200 queries on 2 cores, chasing such rows shrank critical filters to
+    200-670 ms in a pool already out of CPU. None: `late_share` knows too little."""
+    late, least = late_share(interval, sla, costs), late_share(_floor(costs), sla, costs)
+    return None if late is None or least is None else max(late - least, 0.0)
+
+
+def _floor(costs: Costs) -> float:
+    """The least interval that keeps up (MIN_INTERVAL at least)."""
+    load = costs.per_row * costs.rate
+    return MIN_INTERVAL if load >= 1 else max(MIN_INTERVAL, costs.fixed / (1 - load))
+
+
+def _within_late_budget(chosen: Choice, sla: float, costs: Costs, allowed: float) -> Choice:
+    """`chosen`, or the largest interval down to the floor whose avoidable late rows
+    (`avoidable_late`) stay within `LATE_BUDGET x allowed` (bisection: they grow with the interval)."""
     budget = LATE_BUDGET * allowed
-    late = late_share(chosen.interval, sla, costs)
-    if late is None or late <= budget:
+    avoidable = avoidable_late(chosen.interval, sla, costs)
+    if avoidable is None:
         return chosen
-    at_floor = late_share(floor, sla, costs) or 0.0
-    if at_floor > budget:
-        return Choice(floor, f"its recent batches' times make {at_floor:.2%} of rows late even at "
-                             f"{floor * 1000:.0f} ms, the least interval that keeps up (the {sla * 1000:.0f} ms SLA "
-                             f"allows {allowed:.1%}).", at_floor <= allowed)
-    low, high = floor, chosen.interval
+    if avoidable <= budget:
+        late = late_share(chosen.interval, sla, costs) or 0.0
+        return chosen if late <= allowed else Choice(
+            chosen.interval, f"its recent batches' times make {late:.2%} of rows late at any interval (the "
+                             f"{sla * 1000:.0f} ms SLA allows {allowed:.1%}): keeping the {chosen.interval * 1000:.0f} ms "
+                             "a typical batch allows, as a shorter one would only add batches.", False)
+    low, high = min(_floor(costs), chosen.interval), chosen.interval
     for _ in range(30):
         middle = (low + high) / 2
-        if (late_share(middle, sla, costs) or 0.0) <= budget:
+        if (avoidable_late(middle, sla, costs) or 0.0) <= budget:
             low = middle
         else:
             high = middle
+    late = late_share(low, sla, costs) or 0.0
     return Choice(low, f"the largest interval at which its recent batches' times make at most {budget:.2%} of rows "
-                       f"late (the {sla * 1000:.0f} ms SLA allows {allowed:.1%}; at the "
-                       f"{chosen.interval * 1000:.0f} ms a typical batch allows, {late:.2%}).")
+                       f"late that a shorter one would not (the {sla * 1000:.0f} ms SLA allows {allowed:.1%}; "
+                       f"{late:.2%} predicted here, {avoidable:.2%} more at the {chosen.interval * 1000:.0f} ms a "
+                       "typical batch allows).", late <= allowed)
 
 
 def staggered(interval: float, key: str) -> float:
@@ -300,7 +319,7 @@ def choose(sla: float, costs: Costs, delay: float | None = None, margin: float =
     if load >= 1:
         return Choice(MIN_INTERVAL, f"the input ({costs.rate:.0f} rows/s) needs {load:.1f} cores' worth of batch time "
                                     "per second; no interval keeps up, so batching as often as Spark can.", False)
-    floor = max(MIN_INTERVAL, costs.fixed / (1 - load))  # the least interval that keeps up
+    floor = _floor(costs)  # the least interval that keeps up
     if largest < floor:
         readable = "" if costs.lag <= 0 else f", and a row is readable up to {costs.lag * 1000:.0f} ms after it is produced"
         return Choice(min(floor, MAX_INTERVAL),
@@ -316,7 +335,7 @@ def choose(sla: float, costs: Costs, delay: float | None = None, margin: float =
                           f"{sla * 1000:.0f} ms SLA.")
     if delay is not None:
         return typical
-    return _within_late_budget(typical, sla, costs, min(floor, chosen), 1 - percentile / 100)
+    return _within_late_budget(typical, sla, costs, 1 - percentile / 100)
 
 
 def next_interval(current: float | None, sla: float, costs: Costs, delay: float | None = None,
@@ -330,8 +349,8 @@ def next_interval(current: float | None, sla: float, costs: Costs, delay: float 
         # little behind it batches back to back, which Spark does by itself; at N=50 the estimate's
         # noise restarted critical filters for 710 -> 712 ms)
         return choice if far else Choice(current, choice.reason, False)
-    late = late_share(current, sla, costs) if delay is None else None
-    if worst_case(current, costs, delay) > SHRINK_AT * sla or (late is not None and late > 1 - percentile / 100):
+    avoidable = avoidable_late(current, sla, costs) if delay is None else None
+    if worst_case(current, costs, delay) > SHRINK_AT * sla or (avoidable is not None and avoidable > 1 - percentile / 100):
         roomy = choose(sla, costs, delay, SHRINK_MARGIN, percentile)
         return roomy if roomy.keeps_sla else choice
     if not far:

@@ -11,6 +11,7 @@ from sluice.scheduler.intervals import (
     MIN_INTERVAL,
     STAGGER,
     Costs,
+    avoidable_late,
     choose,
     lag_of,
     late_share,
@@ -228,11 +229,18 @@ def test_an_interval_keeps_its_late_rows_within_half_of_what_the_percentile_allo
     assert choose(20.0, TAILED, delay=2.0).interval == choose(20.0, windowed, delay=2.0).interval
 
 
-def test_batches_too_slow_for_any_interval_batch_as_often_as_keeps_up_and_say_so() -> None:
-    slow = Costs(0.15, 0.0, 1000, commit=0.03, overshoots=(3.0,) * 10)
-    choice = choose(2.0, slow)
-    assert choice.interval == MIN_INTERVAL and not choice.keeps_sla
-    assert "100.00% of rows late even at 200 ms" in choice.reason
+def test_late_rows_no_interval_avoids_leave_the_interval_to_the_typical_batch_and_say_so() -> None:
+    # two batches of ten stalled 3 s: their rows are late at any interval, the others' at none
+    stalled = Costs(0.15, 0.0, 1000, commit=0.03, overshoots=(0.2,) * 8 + (3.0,) * 2)
+    assert late_share(MIN_INTERVAL, 2.0, stalled) == pytest.approx(0.2) and avoidable_late(1.42, 2.0, stalled) == 0.0
+    choice = choose(2.0, stalled)
+    assert choice.interval == pytest.approx(1.42) and not choice.keeps_sla
+    assert "20.00% of rows late at any interval" in choice.reason
+    # a stall beside an avoidable tail: only the avoidable part is chased
+    both = Costs(0.15, 0.0, 1000, commit=0.03, overshoots=(0.2,) * 8 + (3.0, 1.0))
+    shrunk = choose(2.0, both)
+    assert avoidable_late(shrunk.interval, 2.0, both) == pytest.approx(0.005, abs=1e-6)
+    assert shrunk.interval == pytest.approx(1 / 0.95, abs=1e-6)  # as the same tail without the stall
 
 
 def test_an_interval_whose_late_rows_pass_the_percentile_shrinks_at_once_and_one_within_it_is_kept() -> None:
