@@ -116,10 +116,10 @@ class HostedQuery:
     offsets: SourceOffsets = field(default_factory=SourceOffsets)
     """A Kafka source's lag and producer rate, from each batch's latest and end offsets."""
     phase_log: dict[str, deque[float]] = field(default_factory=dict)
+    """Phase -> milliseconds of the latest measured batches (`sluice run --report` prints their quantiles)."""
     overshoots: deque[float] = field(default_factory=lambda: deque(maxlen=intervals.OVERSHOOTS))
     """Seconds each recent warm batch took its oldest row past the interval: its source lag, a late
     predecessor's overrun and its trigger time up to the sink's write (`intervals.Costs.overshoots`)."""
-    """Phase -> milliseconds of the latest measured batches (`sluice run --report` prints their quantiles)."""
     largest: list[BatchTimeline] = field(default_factory=list)
     """The run's warm batches with the most rows that have left `timelines` (at most
     `LARGEST_KEPT`): the work fit reads them beside the recent ones."""
