@@ -227,19 +227,25 @@ def _within_late_budget(chosen: Choice, sla: float, costs: Costs, allowed: float
     """`chosen`, or the largest interval down to the floor whose avoidable late rows
     (`avoidable_late`) stay within `LATE_BUDGET x allowed` (bisection: they grow with the interval)."""
     budget = LATE_BUDGET * allowed
-    avoidable = avoidable_late(chosen.interval, sla, costs)
-    if avoidable is None:
+    floor = min(_floor(costs), chosen.interval)
+    least = late_share(floor, sla, costs)
+    if least is None:
         return chosen
+
+    def avoidable_at(interval: float) -> float:  # `avoidable_late`, the floor's share read once
+        return max((late_share(interval, sla, costs) or 0.0) - least, 0.0)
+
+    avoidable = avoidable_at(chosen.interval)
     if avoidable <= budget:
         late = late_share(chosen.interval, sla, costs) or 0.0
         return chosen if late <= allowed else Choice(
             chosen.interval, f"its recent batches' times make {late:.2%} of rows late at any interval (the "
                              f"{sla * 1000:.0f} ms SLA allows {allowed:.1%}): keeping the {chosen.interval * 1000:.0f} ms "
                              "a typical batch allows, as a shorter one would only add batches.", False)
-    low, high = min(_floor(costs), chosen.interval), chosen.interval
+    low, high = floor, chosen.interval
     for _ in range(30):
         middle = (low + high) / 2
-        if (avoidable_late(middle, sla, costs) or 0.0) <= budget:
+        if avoidable_at(middle) <= budget:
             low = middle
         else:
             high = middle
