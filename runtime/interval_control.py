@@ -2,8 +2,8 @@
 
 The rule itself is pure (`sluice.scheduler.intervals`); this module feeds it a hosted query's
 measured costs (or, before any, Spark's known floor and the spec's expected rate) and records the
-choice on the query. A query with a running twin (the same pipeline and SLA) whose costs are
-measured starts where that twin runs (`twin_of`). Restarting a query at a new interval is the
+choice on the query. A query with a running twin (the same pipeline, literals aside) whose costs
+are measured starts where that twin's costs put it (`twin_of`). Restarting a query at a new interval is the
 lifecycle's job (`QueryHost`).
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from sluice.scheduler import intervals
 
 from .hosted import HostedQuery
-from .pipeline import warm_shape
+from .pipeline import cost_shape
 
 
 class IntervalControl:
@@ -48,7 +48,9 @@ class IntervalControl:
             kept = intervals.next_interval(current, sla, costs, delay, percentile=percentile)
             return kept if abs(kept.interval - current) < 1e-3 else _own(hosted, kept)
         if twin is not None:
-            return _own(hosted, intervals.seeded(sla, twin.costs, delay, twin.key, twin.interval, percentile))
+            same_sla = abs(twin.sla - sla) < 1e-9
+            return _own(hosted, intervals.seeded(sla, twin.costs, delay, twin.key, twin.interval if same_sla else None,
+                                                 percentile))
         return _own(hosted, intervals.first(sla, costs, delay))
 
     def record(self, hosted: HostedQuery, choice: intervals.Choice) -> None:
@@ -109,10 +111,11 @@ def costs_of(hosted: HostedQuery) -> intervals.Costs:
                            _lag(hosted))
 
 
-def twin_key(hosted: HostedQuery) -> tuple[str, float]:
-    """What makes two queries twins for the interval rule: the warm-up's shape (the source's kind
-    and columns, the steps with their literals, the shuffle partitions) and the SLA."""
-    return warm_shape(hosted.query), hosted.spec.latency_target
+def twin_key(hosted: HostedQuery) -> str:
+    """What makes two queries twins for the interval rule: their batches' cost (`cost_shape`: the
+    source's kind and columns, the steps without their literals, the shuffle partitions). Each
+    keeps its own SLA and watermark delay."""
+    return cost_shape(hosted.query)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,15 +123,18 @@ class Twin:
     key: str
     interval: float
     """The interval it runs at."""
+    sla: float
+    """Its SLA's latency target, seconds."""
     costs: intervals.Costs
     """Its measured costs (the rate raised to the new query's expected rate where that is higher)."""
 
 
 def twin_of(hosted: HostedQuery, others: Iterable[HostedQuery]) -> Twin | None:
-    """The running micro-batch twin of `hosted` (`twin_key`) with the most measured batches; None
-    if no twin has any. The caller holds the lock."""
-    key = twin_key(hosted)
-    found = [(len(other.batch_costs()), Twin(other.query.key, other.interval, costs)) for other in others
+    """The running micro-batch twin of `hosted` (`twin_key`), one of its SLA first, with the most
+    measured batches; None if no twin has any. The caller holds the lock."""
+    key, sla = twin_key(hosted), hosted.spec.latency_target
+    found = [((other.spec.latency_target == sla, len(other.batch_costs())),
+              Twin(other.query.key, other.interval, other.spec.latency_target, costs)) for other in others
              if other is not hosted and other.phase == "Running" and other.execution == "microBatch"
              and other.interval is not None and twin_key(other) == key
              and (costs := measured_costs(other)) is not None]

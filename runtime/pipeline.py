@@ -16,6 +16,7 @@ Only expressions checked by the models (sluice.api.expressions) reach Spark.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -201,6 +202,20 @@ def warm_shape(query: StreamingQuery) -> str:
     return json.dumps([source.type, getattr(source, "schema_", None), query.spec.resources.shufflePartitions,
                        [step.model_dump(mode="json", exclude_none=True) for step in query.spec.pipeline]],
                       sort_keys=True)
+
+
+LITERAL = re.compile(r"'(?:[^']|'')*'|(?<![\w.])\d+(?:\.\d+)?")
+"""A step's literals: SQL strings and numbers (not the digits of a name such as `col2`)."""
+
+
+def cost_shape(query: StreamingQuery) -> str:
+    """What a batch's cost depends on: `warm_shape` with the steps' literals left out. Tenants'
+    copies of one pipeline differ in thresholds, keys and window sizes, which change the generated
+    code but hardly the cost of a batch."""
+    source = query.spec.source
+    steps = json.dumps([step.model_dump(mode="json", exclude_none=True) for step in query.spec.pipeline], sort_keys=True)
+    return json.dumps([source.type, getattr(source, "schema_", None), query.spec.resources.shufflePartitions,
+                       LITERAL.sub("?", steps)])
 
 
 def synthetic(spark: Any, query: StreamingQuery, rows: int) -> Any:

@@ -633,14 +633,14 @@ def test_without_a_trigger_the_interval_comes_from_the_sla_and_adapts_to_measure
 
 def test_a_query_with_a_measured_twin_starts_where_the_twin_runs(host_factory: Any, tmp_path: Path) -> None:
     """Started at the cap, a pool's new bulk queries each restarted once measured (40-42 restarts
-    as the density benchmark went from 50 to 100 queries); a running twin (the same pipeline and
-    SLA) with measured costs gives a new query its first interval instead."""
+    as the density benchmark went from 50 to 100 queries); a running twin (the same pipeline, its
+    literals aside) with measured costs gives a new query its first interval instead."""
     from sluice.runtime.interval_control import measured_costs
 
     host = host_factory(LocalScheduler(Scheduler("cameo", capacity=2)), retry_every=0.5, interval_dwell=600.0)
 
-    def auto(name: str, sla: str) -> StreamingQuery:
-        made = query(name, "t", files_source(tmp_path / name), [{"filter": "amount > 0"}], sla=sla)
+    def auto(name: str, sla: str, pipeline: list[dict[str, Any]] | None = None) -> StreamingQuery:
+        made = query(name, "t", files_source(tmp_path / name), pipeline or [{"filter": "amount > 0"}], sla=sla)
         made.spec.trigger = None
         return made
 
@@ -655,17 +655,22 @@ def test_a_query_with_a_measured_twin_starts_where_the_twin_runs(host_factory: A
     with host.lock:  # no more rows, so no more batches: its costs stay as the twin reads them
         costs = measured_costs(seed)
     assert costs is not None
-    twin = host.add(auto("twin", "4s"))
+    twin = host.add(auto("twin", "4s", [{"filter": "amount > 2.5"}]))  # its own literals
     assert seed.interval is not None
     expected = intervals.seeded(4.0, costs, None, "t/seed", seed.interval)  # the seed runs at the cap
     assert expected.interval > 1.0  # above the cap: the seed's cheap batches allow more
     assert twin.interval == pytest.approx(intervals.staggered(expected.interval, "t/twin"))
     assert twin.interval_reason == expected.reason
-    assert twin.interval_reason.startswith("as t/seed (the same pipeline and SLA) runs")
-    # another SLA is no twin: the cap until its own batches are measured
+    assert twin.interval_reason.startswith("as t/seed runs (the same pipeline, literals aside)")
+    # another SLA: the seed's costs, its own SLA's choice
     other = host.add(auto("other", "8s"))
-    assert other.interval == intervals.staggered(2.0, "t/other") and "until its batches are measured" in other.interval_reason
-    write_rows(tmp_path / "twin", "0.json", [{"id": 1, "user": "u", "amount": 1.0, "produced_at": iso(time.time())}])
+    assert other.interval == pytest.approx(intervals.staggered(intervals.seeded(8.0, costs, None, "t/seed", None).interval,
+                                                               "t/other"))
+    assert other.interval_reason.startswith("from t/seed's batches (the same pipeline, literals aside, another SLA)")
+    # another pipeline is no twin: the cap until its own batches are measured
+    alone = host.add(auto("alone", "8s", [{"filter": "amount > 0"}, {"select": ["id", "amount"]}]))
+    assert alone.interval == intervals.staggered(2.0, "t/alone") and "until its batches are measured" in alone.interval_reason
+    write_rows(tmp_path / "twin", "0.json", [{"id": 1, "user": "u", "amount": 5.0, "produced_at": iso(time.time())}])
     wait_for(lambda: len(twin.memory) == 1, 60, "the twin's first row")
 
 

@@ -172,6 +172,10 @@ def test_measured_costs_lean_to_per_row_until_sizes_differ() -> None:
     # sizes 3x apart: the line through them (0.1 s + 1 ms a row)
     line = measured([(100, 0.2), (300, 0.4), (100, 0.2), (300, 0.4)], rate=200)
     assert line is not None and line.fixed == pytest.approx(0.1) and line.per_row == pytest.approx(0.001)
+    # a line steeper than 1 ms a row is contention (the late batch holds more rows and runs slower):
+    # 10 ms a row through (10, 0.2) and (30, 0.4) is 1 ms a row, the rest fixed at the median (20 rows)
+    steep = measured([(10, 0.2), (30, 0.4), (10, 0.2), (30, 0.4)], rate=27)
+    assert steep is not None and steep.per_row == pytest.approx(0.001) and steep.fixed == pytest.approx(0.1 + 0.009 * 20)
 
 
 def test_a_query_starts_at_most_at_the_cap_until_its_batches_are_measured() -> None:
@@ -193,13 +197,17 @@ def test_a_query_with_a_measured_twin_starts_where_the_twin_s_costs_put_it() -> 
     assert first(2.0, twin).interval == 1.0
     choice = seeded(2.0, twin, None, "t/a", 1.0)  # the twin at the cap: 1.343 s is past the 25% band
     assert choice.interval == pytest.approx(1.35 / 1.005)
-    assert choice.reason.startswith("as t/a (the same pipeline and SLA) runs: the largest interval")
+    assert choice.reason.startswith("as t/a runs (the same pipeline, literals aside): the largest interval")
     # the twin shrunk to 1.25 s under load: within the band of 1.343 s and its worst case (1.25 +
     # 0.2 + 0.00625 + 0.05 = 1.506 s) within the SLA, so the new query starts where the twin runs
     kept = seeded(2.0, twin, None, "t/a", 1.25)
-    assert kept.interval == 1.25 and kept.reason.startswith("as t/a (the same pipeline and SLA) runs: keeping 1250 ms")
+    assert kept.interval == 1.25 and kept.reason.startswith("as t/a runs (the same pipeline, literals aside): keeping 1250 ms")
     # a 30 s bulk filter: 23.75 s / 1.005 = 23.63 s where the cap gives 7.5 s (a restart saved)
     assert seeded(30.0, twin, None, "t/a", 7.5).interval == pytest.approx(23.75 / 1.005)
+    # a twin of another SLA: its costs, the new query's own SLA, no hysteresis against its interval
+    other = seeded(30.0, twin, None, "t/a", None)
+    assert other.interval == pytest.approx(23.75 / 1.005) and other.reason.startswith(
+        "from t/a's batches (the same pipeline, literals aside, another SLA): the largest interval")
     # a twin that cannot keep its SLA says so, as `choose` does
     assert not seeded(0.3, twin, None, "t/a", 0.2).keeps_sla
 
@@ -259,3 +267,31 @@ def test_each_query_s_interval_is_its_own_shorter_by_a_stable_share() -> None:
     assert all(MAX_INTERVAL * (1 - STAGGER) <= x <= MAX_INTERVAL for x in own)
     assert staggered(MAX_INTERVAL, "tenant-00/q0000") == own[0]  # stable: the same key, the same interval
     assert staggered(MIN_INTERVAL, "t/a") == MIN_INTERVAL and staggered(0.1, "t/a") == 0.1  # never below the floor
+
+
+def test_tenants_copies_of_a_pipeline_share_a_cost_shape_whatever_their_literals() -> None:
+    """The interval rule seeds a new query from a running twin's costs; tenants' filters differ in
+    thresholds, keys and window sizes, which leave a batch's cost alone."""
+    from sluice.api.manifest import load_query
+    from sluice.runtime.pipeline import cost_shape, warm_shape
+
+    def shape(pipeline: list[dict[str, object]], partitions: int = 2) -> tuple[str, str]:
+        query = load_query({
+            "apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery", "metadata": {"name": "q", "namespace": "t"},
+            "spec": {"pool": "p", "sla": {"latencyTarget": "2s"}, "pipeline": pipeline,
+                     "resources": {"shufflePartitions": partitions},
+                     "source": {"type": "kafka", "bootstrapServers": "k:9092", "topic": "in",
+                                "schema": "key STRING, col2 DOUBLE, produced_at TIMESTAMP"},
+                     "sink": {"type": "noop"}}})
+        return cost_shape(query), warm_shape(query)
+
+    def windowed(size: str, delay: str) -> list[dict[str, object]]:
+        return [{"watermark": {"column": "produced_at", "delay": delay}}, {"window": {"column": "produced_at", "size": size}},
+                {"groupBy": ["window", "key"]}, {"aggregate": [{"fn": "count", "name": "n"}]}]
+
+    a, b = shape([{"filter": "col2 > 900 AND key <> 'k1'"}]), shape([{"filter": "col2 > 912.5 AND key <> 'it''s'"}])
+    assert a[0] == b[0] and a[1] != b[1]  # one cost shape, two generated-code shapes
+    assert shape(windowed("20s", "3s"))[0] == shape(windowed("40s", "7s"))[0]
+    assert shape([{"filter": "col2 > 900"}])[0] != a[0]  # another condition is another pipeline
+    assert shape([{"filter": "col2 > 900"}])[0] != shape([{"filter": "key > 900"}])[0]  # col2's digit is its name
+    assert shape(windowed("20s", "3s"), partitions=4)[0] != shape(windowed("20s", "3s"))[0]  # partitions cost
