@@ -338,11 +338,12 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                 window = max(options.window, 2 * max((s.interval_ms or 0.0) / 1000 for s in before.values()))
                 gc0 = collections(runtime.proc.pid)  # before the window: jstat is a JVM of its own
                 cpu0, wall0, batches0 = cpu_seconds(runtime.proc.pid), time.monotonic(), sum(s.batches for s in before.values())
-                busy0 = machine_busy_seconds()
+                busy0, broker0, harness0 = machine_busy_seconds(), cpu_seconds(broker.proc.pid), time.process_time()
                 compiles0 = compiles(runtime.url)
                 log(f"N={n}: measuring {window:.0f} s")
                 seen = asyncio.run(_critical_batches(runtime.client, critical & set(before), time.time(), window))
                 cpu1, wall1, busy1 = cpu_seconds(runtime.proc.pid), time.monotonic(), machine_busy_seconds()
+                broker1, harness1 = cpu_seconds(broker.proc.pid), time.process_time()  # this process alone
                 gc1 = collections(runtime.proc.pid)
                 compiles1 = compiles(runtime.url)
                 statuses = asyncio.run(runtime.client.queries())
@@ -358,6 +359,8 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                 "vitals": vitals(runtime.proc.pid),
                 "driver_cores": round((cpu1 - cpu0) / (wall1 - wall0), 3),
                 "machine_busy_cores": round((busy1 - busy0) / (wall1 - wall0), 3),
+                "broker_cores": round((broker1 - broker0) / (wall1 - wall0), 3),
+                "harness_cores": round((harness1 - harness0) / (wall1 - wall0), 3),  # the load's producer and the polls
                 "driver_gc": pauses(gc0, gc1, wall1 - wall0),
                 "interval_restarts": sum(s.interval_restarts for s in statuses.values()),
                 "batches_per_s": round((batches1 - batches0) / (wall1 - wall0), 2),
@@ -385,7 +388,8 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
             log(f"N={n}: worst critical {_pct(row['worst_critical_attainment'])}, worst bulk "
                 f"{_pct(row['worst_bulk_attainment'])}, RSS {row['driver_rss_mb']:.0f} MB, "
                 f"{row['driver_cores']:.2f} cores (the machine: {row['machine_busy_cores']:.2f} of "
-                f"{os.cpu_count()} busy), {row['batches_per_s']:.1f} batches/s" + _gc_text(row["driver_gc"]))
+                f"{os.cpu_count()} busy; the broker {row['broker_cores']:.2f}, this harness and its load "
+                f"{row['harness_cores']:.2f}), {row['batches_per_s']:.1f} batches/s" + _gc_text(row["driver_gc"]))
             if not row["held"]:
                 if leading(row):
                     log(leading(row))

@@ -1,4 +1,4 @@
-"""A process group's resources, read from Linux's /proc (pure reads, no dependency): its memory,
+"""A process group's resources, read from Linux's /proc (pure reads): its memory,
 CPU, threads and open files, and the machine's busy cores. The benchmarks measure with these."""
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sluice.runtime import batch_budget
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -115,11 +117,12 @@ def vitals(pid: int) -> dict[str, Any]:
 
 
 def machine_busy_seconds() -> float:
-    """CPU seconds all of this machine's cores have spent busy (not idle or waiting on I/O) since
-    boot, from /proc/stat: the runtime shares the cores with the broker and the producers."""
-    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    ticks = [int(f) for f in fields[:8]]  # user nice system idle iowait irq softirq steal
-    return (sum(ticks) - ticks[3] - ticks[4]) / TICKS
+    """CPU seconds all of this machine's cores have spent busy since boot (`batch_budget`'s, which
+    the runtime reads too): the runtime shares the cores with the broker and the producers."""
+    busy = batch_budget.machine_busy_seconds()
+    if busy is None:
+        raise OSError("/proc/stat cannot be read")
+    return busy
 
 
 POD_CGROUPS = Path("/sys/fs/cgroup/cpuacct/kubepods")

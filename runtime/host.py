@@ -31,7 +31,7 @@ from sluice.scheduler import execution
 from sluice.scheduler.core import SchedulerError
 
 from . import codegen, jvm_sink, realtime
-from .batch_budget import BatchMeter, process_cpu
+from .batch_budget import BatchMeter, machine_busy_seconds, process_cpu
 from .gate import FixedPool, Gate, Gatekeeper
 from .hosted import HostedQuery, query_spec
 from .intake import Intake
@@ -80,7 +80,10 @@ class QueryHost:
         self.by_spark_name: dict[str, HostedQuery] = {}
         self.latency_horizon = latency_horizon
         self.retry_every = retry_every
-        self.intervals = IntervalControl(self.lock, clock, interval_dwell)
+        self.batch_meter = BatchMeter()
+        """The driver's CPU per batch (what `auto` weighs) and the machine's busy share (what the
+        interval rule reads), sampled every lifecycle check."""
+        self.intervals = IntervalControl(self.lock, clock, interval_dwell, self.batch_meter.busy_share)
         self.passes = 0  # lifecycle checks run (each restarts at most one query for its interval)
         self.after_stateful_commit: list[Callable[[], None]] = []
         """Called by the intake once a stateful query's batch has committed (the executor scaler wakes)."""
@@ -101,8 +104,6 @@ class QueryHost:
         driver = driver_process(spark)
         self.driver = DriverWatch(driver)  # checked every tick: a dead driver ends the host
         self._driver_pid = driver.pid if driver is not None else None
-        self.batch_meter = BatchMeter()
-        """The driver's CPU per batch, sampled every lifecycle check (what `auto` weighs)."""
         self._ticker = threading.Thread(target=self._tick, name="sluice-lifecycle-tick", daemon=True)
         self._ticker.start()
 
@@ -368,7 +369,7 @@ class QueryHost:
         if self._driver_pid is not None:
             with self.lock:
                 batches = sum(h.batches for h in self.queries.values())
-            self.batch_meter.sample(self.clock(), process_cpu(self._driver_pid), batches)
+            self.batch_meter.sample(self.clock(), process_cpu(self._driver_pid), batches, machine_busy_seconds())
         restarted = False
         for hosted in list(self.queries.values()):
             if hosted.phase == "Pending" and hosted.retry_at and self.clock() >= hosted.retry_at:

@@ -20,11 +20,14 @@ from .pipeline import cost_shape
 
 
 class IntervalControl:
-    def __init__(self, lock: threading.Lock, clock: Callable[[], float], dwell: float) -> None:
+    def __init__(self, lock: threading.Lock, clock: Callable[[], float], dwell: float,
+                 busy: Callable[[], float | None] = lambda: None) -> None:
         self.lock = lock
         self.clock = clock
         self.dwell = dwell
         """Seconds a query keeps an SLA-driven interval before it may change (a change restarts it)."""
+        self.busy = busy
+        """The share of the machine's cores busy lately (None: not known): no shrink past `intervals.BUSY_CEILING`."""
 
     def choose(self, hosted: HostedQuery, others: Iterable[HostedQuery] = ()) -> float:
         """The interval to start with (`plan`), recorded on the query."""
@@ -45,7 +48,7 @@ class IntervalControl:
             twin = twin_of(hosted, others) if current is None and measured_costs(hosted) is None else None
         percentile = hosted.query.spec.sla.percentile
         if current is not None:
-            kept = intervals.next_interval(current, sla, costs, delay, percentile=percentile)
+            kept = intervals.next_interval(current, sla, costs, delay, percentile=percentile, busy=self.busy())
             return kept if abs(kept.interval - current) < 1e-3 else _own(hosted, kept)
         if twin is not None:
             same_sla = abs(twin.sla - sla) < 1e-9
@@ -71,7 +74,7 @@ class IntervalControl:
                 return None  # too little measured at this interval
             costs = costs_of(hosted)
         choice = intervals.next_interval(hosted.interval, hosted.spec.latency_target, costs, hosted.delay,
-                                         percentile=hosted.query.spec.sla.percentile)
+                                         percentile=hosted.query.spec.sla.percentile, busy=self.busy())
         if abs(choice.interval - hosted.interval) < 1e-3:
             with self.lock:
                 hosted.interval_reason = choice.reason

@@ -101,6 +101,12 @@ STAGGER = 0.05
 LATE_BUDGET = 0.5
 """Share of the late rows the SLA's percentile allows that an interval may be predicted to make
 late from its recent batches' overshoots (the rest absorbs what those batches did not show)."""
+BUSY_CEILING = 0.85
+"""Share of the machine's cores busy past which no interval shrinks. A shorter interval only pays
+where a core is free to run its extra batches; on a crowded machine they join the queue every
+query's batches wait in: at 200 queries on 2 cores (97-98% busy) the critical filters' late-row
+rule took them from 1.37 s to 0.39-1.1 s, the pool's batches went from 22 to 28-30 a second, and
+the bulk queries' batches waited up to 15 s. At 100 queries the machine was 56-58% busy."""
 BAND = 0.25
 """Hysteresis: a safe interval changes only for a choice more than 25% away."""
 PER_ROW_MAX = 1e-3
@@ -356,11 +362,23 @@ def choose(sla: float, costs: Costs, delay: float | None = None, margin: float =
 
 
 def next_interval(current: float | None, sla: float, costs: Costs, delay: float | None = None,
-                  band: float = BAND, percentile: float = 99.0) -> Choice:
-    """`choose`, with hysteresis against the interval in force (None: the first choice)."""
+                  band: float = BAND, percentile: float = 99.0, busy: float | None = None) -> Choice:
+    """`choose`, with hysteresis against the interval in force (None: the first choice); `busy`:
+    the share of the machine's cores busy (None: not known), past `BUSY_CEILING` no shrink."""
     choice = choose(sla, costs, delay, percentile=percentile)
     if current is None:
         return choice
+    found = _hysteresis(choice, current, sla, costs, delay, band, percentile)
+    if busy is None or busy <= BUSY_CEILING or found.interval >= current - 1e-3:
+        return found
+    return Choice(current, f"keeping {current * 1000:.0f} ms: the machine's cores are {busy:.0%} busy, where a "
+                           f"shorter interval's batches would wait behind every query's (its rule asks for "
+                           f"{found.interval * 1000:.0f} ms).", found.keeps_sla and worst_case(current, costs, delay) <= sla)
+
+
+def _hysteresis(choice: Choice, current: float, sla: float, costs: Costs, delay: float | None, band: float,
+                percentile: float) -> Choice:
+    """`choice` against the interval in force: far enough to move, or needed for safety."""
     far = abs(choice.interval - current) > band * current
     if not choice.keeps_sla:  # the interval that keeps up: move only if far from it (a query a
         # little behind it batches back to back, which Spark does by itself; at N=50 the estimate's

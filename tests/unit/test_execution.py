@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from sluice.api.query import realtime_problem
@@ -106,3 +108,23 @@ def test_the_batch_meter_divides_the_drivers_cpu_by_the_batches_in_its_window() 
     assert meter.per_batch() is None
     meter.sample(74.0, 20.3, 60)
     assert meter.per_batch() == pytest.approx(0.1 / 30)
+
+
+def test_the_batch_meter_reads_the_machine_s_busy_share_over_its_window() -> None:
+    meter = BatchMeter(window=60.0, cores=2)
+    meter.sample(0.0, 1.0, 0, 100.0)
+    assert meter.busy_share() is None  # one sample: nothing to divide
+    meter.sample(10.0, 2.0, 10, 115.0)
+    assert meter.busy_share() == pytest.approx(15.0 / 20)  # 15 busy seconds of 2 cores' 20
+    meter.sample(20.0, 3.0, 20, None)  # /proc/stat not read: not known
+    assert meter.busy_share() is None
+    # read from this machine's /proc/stat: a core kept busy shows
+    from sluice.runtime.batch_budget import machine_busy_seconds
+
+    before = machine_busy_seconds()
+    assert before is not None
+    end = time.process_time() + 0.3
+    while time.process_time() < end:
+        pass
+    after = machine_busy_seconds()
+    assert after is not None and after - before >= 0.2

@@ -133,6 +133,25 @@ def test_hysteresis_keeps_a_safe_interval_and_fixes_an_unsafe_one_at_once() -> N
     assert next_interval(1.392, 2.0, worse).interval == 1.392  # 1.616 s: past 80%, within the SLA
 
 
+def test_on_a_crowded_machine_no_interval_shrinks_and_a_longer_one_still_moves() -> None:
+    """A shorter interval's extra batches only queue where no core is free to run them."""
+    from sluice.scheduler.intervals import BUSY_CEILING
+
+    costs = Costs(0.15, 20e-6, 1000, commit=0.03)  # best: 1.392 s
+    assert next_interval(1.9, 2.0, costs, busy=BUSY_CEILING).interval == pytest.approx(1.196, abs=1e-3)  # at the ceiling: shrinks
+    held = next_interval(1.9, 2.0, costs, busy=0.97)  # past it: kept, and its worst case (2.118 s) misses the SLA
+    assert held.interval == 1.9 and not held.keeps_sla
+    assert held.reason == ("keeping 1900 ms: the machine's cores are 97% busy, where a shorter interval's batches "
+                           "would wait behind every query's (its rule asks for 1196 ms).")
+    # a shrink its worst case does not need is kept off too, and still keeps the SLA
+    late = Costs(0.15, 20e-6, 1000, commit=0.03, overshoots=(0.0,) * 90 + (1.5,) * 10)
+    assert next_interval(1.392, 2.0, late).interval < 1.392  # its late rows shrink it on a free machine
+    kept = next_interval(1.392, 2.0, late, busy=0.9)
+    assert kept.interval == 1.392 and kept.keeps_sla
+    assert next_interval(0.5, 2.0, costs, busy=0.99).interval == pytest.approx(1.392, abs=1e-3)  # longer: moves
+    assert next_interval(None, 2.0, costs, busy=0.99).interval == pytest.approx(1.392, abs=1e-3)  # a first choice
+
+
 def test_with_no_interval_keeping_the_sla_a_query_moves_only_when_far() -> None:
     # 0.3 s SLA: nothing fits; the interval that keeps up is the 0.2 s floor
     assert next_interval(0.21, 0.3, FILTER).interval == 0.21  # 5% above the floor: kept, no restart
