@@ -83,7 +83,7 @@ class QueryHost:
         self.batch_meter = BatchMeter()
         """The driver's CPU per batch (what `auto` weighs) and the machine's busy share (what the
         interval rule reads), sampled every lifecycle check."""
-        self.intervals = IntervalControl(self.lock, clock, interval_dwell, self.batch_meter.busy_share)
+        self.intervals = IntervalControl(self.lock, clock, interval_dwell, self.batch_meter)
         self.passes = 0  # lifecycle checks run (each restarts at most one query for its interval)
         self.after_stateful_commit: list[Callable[[], None]] = []
         """Called by the intake once a stateful query's batch has committed (the executor scaler wakes)."""

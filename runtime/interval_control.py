@@ -11,23 +11,41 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 
 from sluice.scheduler import intervals
 
+from .batch_budget import BatchMeter
 from .hosted import HostedQuery
 from .pipeline import cost_shape
 
 
 class IntervalControl:
     def __init__(self, lock: threading.Lock, clock: Callable[[], float], dwell: float,
-                 busy: Callable[[], float | None] = lambda: None) -> None:
+                 meter: BatchMeter | None = None) -> None:
         self.lock = lock
         self.clock = clock
         self.dwell = dwell
         """Seconds a query keeps an SLA-driven interval before it may change (a change restarts it)."""
-        self.busy = busy
-        """The share of the machine's cores busy lately (None: not known): no shrink past `intervals.BUSY_CEILING`."""
+        self.meter = meter
+        """The machine's busy share and a batch's CPU (None: not known): a shrink only where its
+        added batches fit under `intervals.BUSY_CEILING`."""
+        self.granted: deque[tuple[float, float]] = deque()
+        """(when, cores added) of each shrink recorded within the meter's window, which its busy
+        share shows only in part: counted whole until the window has passed."""
+
+    def machine(self) -> intervals.Machine | None:
+        """How busy the machine is for the rule (None: not known yet)."""
+        busy = None if self.meter is None else self.meter.busy_share()
+        if self.meter is None or busy is None:
+            return None
+        now = self.clock()
+        with self.lock:
+            while self.granted and self.granted[0][0] <= now - self.meter.window:
+                self.granted.popleft()
+            granted = sum(cores for _, cores in self.granted)
+        return intervals.Machine(busy, self.meter.cores, self.meter.batch_cpu()[0], granted)
 
     def choose(self, hosted: HostedQuery, others: Iterable[HostedQuery] = ()) -> float:
         """The interval to start with (`plan`), recorded on the query."""
@@ -48,7 +66,7 @@ class IntervalControl:
             twin = twin_of(hosted, others) if current is None and measured_costs(hosted) is None else None
         percentile = hosted.query.spec.sla.percentile
         if current is not None:
-            kept = intervals.next_interval(current, sla, costs, delay, percentile=percentile, busy=self.busy())
+            kept = intervals.next_interval(current, sla, costs, delay, percentile=percentile, machine=self.machine())
             return kept if abs(kept.interval - current) < 1e-3 else _own(hosted, kept)
         if twin is not None:
             same_sla = abs(twin.sla - sla) < 1e-9
@@ -57,9 +75,15 @@ class IntervalControl:
         return _own(hosted, intervals.first(sla, costs, delay))
 
     def record(self, hosted: HostedQuery, choice: intervals.Choice) -> None:
+        """`choice` as the query's interval; a shorter one than it ran at takes its added batches'
+        cores out of the machine's room (`granted`)."""
+        now = self.clock()
         with self.lock:
+            before = hosted.interval
+            if before is not None and self.meter is not None and choice.interval < before:
+                self.granted.append((now, intervals.added_cores(before, choice.interval, self.meter.batch_cpu()[0])))
             hosted.interval, hosted.interval_reason = choice.interval, choice.reason
-            hosted.interval_since = self.clock()
+            hosted.interval_since = now
 
     def due(self, hosted: HostedQuery) -> intervals.Choice | None:
         """A new interval for a running query whose SLA-driven interval should change (rarely:
@@ -74,7 +98,7 @@ class IntervalControl:
                 return None  # too little measured at this interval
             costs = costs_of(hosted)
         choice = intervals.next_interval(hosted.interval, hosted.spec.latency_target, costs, hosted.delay,
-                                         percentile=hosted.query.spec.sla.percentile, busy=self.busy())
+                                         percentile=hosted.query.spec.sla.percentile, machine=self.machine())
         if abs(choice.interval - hosted.interval) < 1e-3:
             with self.lock:
                 hosted.interval_reason = choice.reason

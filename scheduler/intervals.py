@@ -102,12 +102,15 @@ LATE_BUDGET = 0.5
 """Share of the late rows the SLA's percentile allows that an interval may be predicted to make
 late from its recent batches' overshoots (the rest absorbs what those batches did not show)."""
 BUSY_CEILING = 0.85
-"""Share of the machine's cores busy past which no interval shrinks. A shorter interval only pays
+"""Share of the machine's cores a shrink's added batches may fill. A shorter interval only pays
 where a core is free to run its extra batches; on a crowded machine they join the queue every
 query's batches wait in: at 200 queries on 2 cores (97-98% busy) the critical filters' late-row
 rule took them from 1.37 s to 0.39-1.1 s (half again as many batches a second), the pool ran
 28-30 batches a second, and the 30 s bulk filters' p99 rose to 37-40 s at 22-23 s intervals. At
-100 queries the machine was 56-58% busy."""
+100 queries the machine was 56-58% busy. A judgment from those runs, not a fitted figure. Under
+it the room is counted in cores (`Machine.spare`), each shrink taking its added batches' CPU out of
+it: at 82% busy (0.06 cores under the ceiling, 47 ms of CPU a batch) critical filters shrank one
+after another from 1.37 s to 0.48-0.77 s, each taking 0.04-0.06 cores, where one would have fitted."""
 BAND = 0.25
 """Hysteresis: a safe interval changes only for a choice more than 25% away."""
 PER_ROW_MAX = 1e-3
@@ -362,19 +365,47 @@ def choose(sla: float, costs: Costs, delay: float | None = None, margin: float =
     return _within_late_budget(typical, sla, costs, 1 - percentile / 100)
 
 
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """How busy the machine the pool runs on is, for `next_interval` (data in: read elsewhere)."""
+
+    busy: float
+    """Share of its cores busy lately (the last minute)."""
+    cores: int
+    batch_cpu: float
+    """CPU seconds a micro-batch costs the pool (measured, or `execution.BATCH_CPU_PRIOR`)."""
+    granted: float = 0.0
+    """Cores of batches that shrinks granted lately added, which `busy` does not show yet."""
+
+    def spare(self) -> float:
+        """Cores free under `BUSY_CEILING`, after what shrinks granted lately added."""
+        return (BUSY_CEILING - self.busy) * self.cores - self.granted
+
+
+def added_cores(current: float, interval: float, batch_cpu: float) -> float:
+    """The cores a query's batches take more at `interval` than at `current` (negative: fewer)."""
+    return batch_cpu * (1 / interval - 1 / current)
+
+
 def next_interval(current: float | None, sla: float, costs: Costs, delay: float | None = None,
-                  band: float = BAND, percentile: float = 99.0, busy: float | None = None) -> Choice:
-    """`choose`, with hysteresis against the interval in force (None: the first choice); `busy`:
-    the share of the machine's cores busy (None: not known), past `BUSY_CEILING` no shrink."""
+                  band: float = BAND, percentile: float = 99.0, machine: Machine | None = None) -> Choice:
+    """`choose`, with hysteresis against the interval in force (None: the first choice); `machine`:
+    how busy the cores are (None: not known), a shrink only where its added batches fit under
+    `BUSY_CEILING` (`Machine.spare`)."""
     choice = choose(sla, costs, delay, percentile=percentile)
     if current is None:
         return choice
     found = _hysteresis(choice, current, sla, costs, delay, band, percentile)
-    if busy is None or busy <= BUSY_CEILING or found.interval >= current - 1e-3:
+    if machine is None or found.interval >= current - 1e-3:
         return found
-    return Choice(current, f"keeping {current * 1000:.0f} ms: the machine's cores are {busy:.0%} busy, where a "
-                           f"shorter interval's batches would wait behind every query's (its rule asks for "
-                           f"{found.interval * 1000:.0f} ms).", found.keeps_sla and worst_case(current, costs, delay) <= sla)
+    added, spare = added_cores(current, found.interval, machine.batch_cpu), machine.spare()
+    if added <= spare:
+        return found
+    return Choice(current, f"keeping {current * 1000:.0f} ms: a shorter interval's batches would take "
+                           f"{added:.3f} more cores, and the machine ({machine.busy:.0%} busy) has {max(spare, 0.0):.3f} "
+                           f"under its {BUSY_CEILING:.0%} ceiling, where they would wait behind every query's "
+                           f"(its rule asks for {found.interval * 1000:.0f} ms).",
+                  found.keeps_sla and worst_case(current, costs, delay) <= sla)
 
 
 def _hysteresis(choice: Choice, current: float, sla: float, costs: Costs, delay: float | None, band: float,

@@ -133,23 +133,34 @@ def test_hysteresis_keeps_a_safe_interval_and_fixes_an_unsafe_one_at_once() -> N
     assert next_interval(1.392, 2.0, worse).interval == 1.392  # 1.616 s: past 80%, within the SLA
 
 
-def test_on_a_crowded_machine_no_interval_shrinks_and_a_longer_one_still_moves() -> None:
+def test_a_shrink_moves_only_where_its_added_batches_fit_under_the_machine_s_ceiling() -> None:
     """A shorter interval's extra batches only queue where no core is free to run them."""
-    from sluice.scheduler.intervals import BUSY_CEILING
+    from sluice.scheduler.intervals import BUSY_CEILING, Machine, added_cores
 
     costs = Costs(0.15, 20e-6, 1000, commit=0.03)  # best: 1.392 s
-    assert next_interval(1.9, 2.0, costs, busy=BUSY_CEILING).interval == pytest.approx(1.196, abs=1e-3)  # at the ceiling: shrinks
-    held = next_interval(1.9, 2.0, costs, busy=0.97)  # past it: kept, and its worst case (2.118 s) misses the SLA
+    # 1.9 s -> 1.196 s at 47 ms of CPU a batch adds 0.047 x (1/1.196 - 1/1.9) = 0.01456 cores
+    assert added_cores(1.9, 1.196, 0.047) == pytest.approx(0.01456, abs=1e-4)
+    roomy = Machine(busy=0.80, cores=2, batch_cpu=0.047)  # (0.85 - 0.80) x 2 = 0.1 cores spare
+    assert roomy.spare() == pytest.approx(0.1)
+    assert next_interval(1.9, 2.0, costs, machine=roomy).interval == pytest.approx(1.196, abs=1e-3)
+    # the same machine after shrinks granted lately took 0.09 of its 0.1 cores: kept, and its
+    # worst case (2.118 s) misses the SLA
+    held = next_interval(1.9, 2.0, costs, machine=Machine(0.80, 2, 0.047, granted=0.09))
     assert held.interval == 1.9 and not held.keeps_sla
-    assert held.reason == ("keeping 1900 ms: the machine's cores are 97% busy, where a shorter interval's batches "
-                           "would wait behind every query's (its rule asks for 1196 ms).")
+    assert held.reason == ("keeping 1900 ms: a shorter interval's batches would take 0.015 more cores, and the machine "
+                           "(80% busy) has 0.010 under its 85% ceiling, where they would wait behind every query's "
+                           "(its rule asks for 1196 ms).")
+    # past the ceiling nothing shrinks, however cheap its batches
+    crowded = Machine(busy=0.97, cores=2, batch_cpu=0.001)
+    assert next_interval(1.9, 2.0, costs, machine=crowded).interval == 1.9
+    assert next_interval(1.9, 2.0, costs, machine=Machine(BUSY_CEILING, 2, 0.0)).interval < 1.9  # nothing added
     # a shrink its worst case does not need is kept off too, and still keeps the SLA
     late = Costs(0.15, 20e-6, 1000, commit=0.03, overshoots=(0.0,) * 90 + (1.5,) * 10)
     assert next_interval(1.392, 2.0, late).interval < 1.392  # its late rows shrink it on a free machine
-    kept = next_interval(1.392, 2.0, late, busy=0.9)
+    kept = next_interval(1.392, 2.0, late, machine=Machine(0.9, 2, 0.047))
     assert kept.interval == 1.392 and kept.keeps_sla
-    assert next_interval(0.5, 2.0, costs, busy=0.99).interval == pytest.approx(1.392, abs=1e-3)  # longer: moves
-    assert next_interval(None, 2.0, costs, busy=0.99).interval == pytest.approx(1.392, abs=1e-3)  # a first choice
+    assert next_interval(0.5, 2.0, costs, machine=crowded).interval == pytest.approx(1.392, abs=1e-3)  # longer: moves
+    assert next_interval(None, 2.0, costs, machine=crowded).interval == pytest.approx(1.392, abs=1e-3)  # a first choice
 
 
 def test_with_no_interval_keeping_the_sla_a_query_moves_only_when_far() -> None:
