@@ -580,6 +580,7 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
                                          for p, reports in runs.items()}
         document["urgent_lane_status"] = {p: [r.get("urgent_lane", "") for r in reports] for p, reports in runs.items()}
         document["joins"] = {p: [r.get("joins", []) for r in reports] for p, reports in runs.items()}
+        document["scalings"] = {p: [r.get("scalings", []) for r in reports] for p, reports in runs.items()}
         document["warm_after_join_s"] = {p: [r.get("warm_after_join_s", []) for r in reports] for p, reports in runs.items()}
         document["after_joins"] = {p: [{q.key: on_node.join_figures(r["queries"][q.key]["timeline"], r.get("joins", []),
                                                                    q.spec.sla.latencyTarget.ms)

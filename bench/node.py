@@ -33,6 +33,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -405,6 +406,7 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
     machine = cpu.use()
     machine["placement"] = placement.record(sides, placement.cpu_seconds(), machine["seconds"])
     poll()
+    scaled = scalings(pool.target, pool.name, ready)  # after the load: kubectl forks no process during it
     loaded = dict(statuses)  # each query's status as the load stops: its costs fitted on the load's batches
     users = {key: _shown_status(pool.target.get("sq", key.split("/")[1], "-n", key.split("/")[0]))
              for key in batches}  # what `kubectl get sq` says as the load stops
@@ -419,6 +421,7 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
     report: dict[str, Any] = {"policy": policy, "target": "node", "gate": "sidecar", "started_at": ready, "queries": {}, "sent": sent,
                               "executors": pool.executors,
                               "joins": sorted(round(at - ready, 1) for at in pool.joined.values() if at > ready),
+                              "scalings": scaled,
                               "warm_after_join_s": sorted(round(pool.warmed[e] - at, 1) for e, at in pool.joined.items()
                                                           if at > ready and e in pool.warmed),
                               "drain": {"limit_s": limit,
@@ -444,6 +447,21 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
                                             f"(status {v['status_at_load_end']['p99_ms']} ms)"
                                             for k, v in report["queries"].items()))
     return report
+
+
+def scalings(target: NodeTarget, name: str, since: float) -> list[dict[str, Any]]:
+    """The pool's scaling decisions from `since` on (its `Autoscaled` events, each with DS2's
+    reason), oldest first: `at_s` seconds after `since`."""
+    listed = target.get("events", "-A", "--field-selector",
+                        f"involvedObject.kind=StreamingPool,involvedObject.name={name},reason=Autoscaled") or {}
+    found = []
+    for item in listed.get("items") or []:
+        stamp = item.get("eventTime") or item.get("lastTimestamp")
+        with contextlib.suppress(TypeError, ValueError):
+            at = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+            if at >= since:
+                found.append({"at_s": round(at - since, 1), "reason": str(item.get("message", ""))})
+    return sorted(found, key=lambda scaling: scaling["at_s"])
 
 
 def _pool_status(pool: Pool) -> dict[str, Any]:
@@ -510,6 +528,7 @@ def join_lines(runs: dict[str, list[dict[str, Any]]], queries: list[StreamingQue
                 warmed = f" (warm {', '.join(f'{w:.0f}' for w in warm)} s after)" if warm else ""
                 lines.append(f"{policy} #{r + 1} {q.key}: executors joined at {', '.join(f'{j:.0f}' for j in joins)} s{warmed}; "
                              f"attainment {pct(near)} in the {JOIN_WINDOW_S:.0f} s after, {pct(rest)} over the rest")
+            lines += [f"{policy} #{r + 1} scaled at {s['at_s']:.0f} s: {s['reason']}" for s in report.get("scalings") or []]
     return lines
 
 

@@ -68,6 +68,11 @@ def test_the_cameo_benchmark_runs_a_scenario_on_a_pool_and_judges_every_row(
     assert critical["cold_ms"] and all(ms > 0 for ms in critical["cold_ms"]), critical["cold_ms"]
     executors = document["executors"]["cameo"][0]
     assert executors and all(n >= 1 for _, n in executors), executors
+    # each scaling the operator decided while the load ran, with DS2's reason (its events); an
+    # executor that joined after the load started was one of them
+    scalings = document["scalings"]["cameo"][0]
+    assert all(s["reason"].startswith("DS2") and s["at_s"] >= 0 for s in scalings), scalings
+    assert scalings or not report["joins"], (report["joins"], scalings)
     # what users see in the StreamingQueries' status, beside the harness's figure of the same minute
     compared = document["status_vs_harness"]["cameo"][0]
     # the critical filter commits every few hundred ms: the harness judged its last minute

@@ -161,6 +161,8 @@ def test_the_join_lines_name_each_critical_query_of_each_run_with_joins() -> Non
 
     queries = [q("filter"), q("agg")]
     timeline = [[40.0, 10, [3000.0] * len(MASSES)], [80.0, 10, [100.0] * len(MASSES)]]
-    report = {"joins": [35.0], "queries": {"t/filter": {"timeline": timeline}, "t/agg": {"timeline": timeline}}}
+    report = {"joins": [35.0], "queries": {"t/filter": {"timeline": timeline}, "t/agg": {"timeline": timeline}},
+              "scalings": [{"at_s": 21.4, "reason": "DS2: 1.3 cores needed ...: growing from 1."}]}
     lines = join_lines({"cameo": [report, {"joins": [], "queries": {}}]}, queries, [True, False])
-    assert lines == ["cameo #1 t/filter: executors joined at 35 s; attainment 0.0% in the 30 s after, 100.0% over the rest"]
+    assert lines == ["cameo #1 t/filter: executors joined at 35 s; attainment 0.0% in the 30 s after, 100.0% over the rest",
+                     "cameo #1 scaled at 21 s: DS2: 1.3 cores needed ...: growing from 1."]
