@@ -35,6 +35,13 @@ burst's large batches, whose sizes separate a batch's fixed cost from its per-ro
 the burst has passed (`HostedQuery.largest`)."""
 COLD_BATCHES = 3
 """A query's first batches with rows whose time is kept apart (`HostedQuery.cold_ms`)."""
+RATES_WARMUP = 45.0
+"""Seconds after a query's first batch with rows whose batches DS2 does not read (`measured_load`):
+the JVMs' compilers are still at work on its code then, on the cores its tasks need (on pods they
+took 0.6-0.96 of the node's 2 cores for the first 45-50 s of every run, docs/performance.md), and
+its tasks run interpreted. A two-tenants pod run (2026-12-06, speed 0.44x) grew its pool at 36 s on
+5.3 and 13.0 cores needed, on a 2-core node. Flink's autoscaler likewise leaves out the metrics of a
+job's first minutes (its stabilization interval)."""
 BAND_LOG = 1000
 """Batches whose FAIR band is kept per query."""
 PHASE_LOG = 5000
@@ -67,6 +74,8 @@ class HostedQuery:
     message: str = ""
     batches: int = 0
     input_rows: int = 0
+    input_since: float | None = None
+    """When its first batch with rows committed (epoch seconds; None: none yet)."""
     output_rows: int = 0
     input_rate: float = 0.0
     processing_rate: float = 0.0
@@ -234,9 +243,11 @@ class HostedQuery:
         return shares(path for _, path in found), len(found)
 
     def measured_load(self) -> Load:
-        """Input rows and useful task seconds summed over recent batches that have both."""
+        """Input rows and useful task seconds summed over recent batches that have both, leaving
+        out those committed within `RATES_WARMUP` of its first batch with rows."""
+        warm = None if self.input_since is None else self.input_since + RATES_WARMUP
         done = [(int(t.rows), round(t.useful_seconds, 4)) for _, t in sorted(self.timelines.items())
-                if t.rows > 0 and t.useful_seconds > 0]
+                if t.rows > 0 and t.useful_seconds > 0 and (warm is None or t.committed is None or t.committed >= warm)]
         return Load(batches=len(done), rows=sum(r for r, _ in done), usefulSeconds=round(sum(u for _, u in done), 4),
                     perBatch=done)
 

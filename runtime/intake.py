@@ -108,6 +108,8 @@ class Intake:
                 if hosted.last_newest is None:
                     hosted.last_newest = written.began
                 host.gate.finish(hosted, timeline_id, written.committed - written.began)
+            if rows > 0 and hosted.input_since is None:  # its first batch with rows (DS2's warm-up counts from it)
+                hosted.input_since = timeline.committed
             hosted.output_rows += output
             if timeline.committed is not None and output > 0 and len(produced) == len(GRID):
                 latency = batch_latency(timeline.committed, output, produced)

@@ -349,10 +349,10 @@ def test_ds2_sizes_a_pool_without_a_fixed_count_from_measured_rates(world: World
     """The loopback runtime's real measurements (input rates, useful task seconds from Spark's
     status API) drive the decision; a tiny utilization target turns team-a/fast's small load
     into more executors than the pool allows, so the decision is capped and says so."""
-    world.apply(query("measured", "team-a"))
+    world.apply(query("measured", "team-a"))  # measured from 45 s after its first rows (`RATES_WARMUP`)
     status = wait_for(lambda: (world.host.queries.get("team-a/measured") and
                                (s := world.host.status("team-a/measured")).load.batches >= 2 and s),
-                      timeout=90, what="useful task seconds measured for a query")
+                      timeout=150, what="useful task seconds measured for a query")
     assert status.load.usefulSeconds > 0 and status.load.rows > 0
     # a tiny utilization target: the load needs more than the pool allows
     port = free_port()

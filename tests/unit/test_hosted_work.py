@@ -73,3 +73,20 @@ def test_a_larger_batch_takes_the_place_of_the_smallest_kept_one() -> None:
     q.keep_if_largest(BatchTimeline(rows=1e6, cpu_seconds=0.1, cold=True, durations_ms={"triggerExecution": 1.0},
                                     stages=[StageSpan("s0", 0.0, 0.0, 0.1)]))
     assert max(t.rows for t in q.largest) == 100_000
+
+
+def test_ds2_reads_a_query_s_batches_only_once_its_jvms_had_time_to_compile_its_code() -> None:
+    from sluice.runtime.hosted import RATES_WARMUP
+
+    q = hosted()
+    assert q.measured_load().batches == 0
+    for batch in range(6):  # a batch every 10 s from its first with rows
+        run_batch(q, batch, 1000)
+        q.timeline(batch).committed = 1000.0 + 10 * batch
+        q.timeline(batch).useful_seconds = 0.5 if batch < 5 else 0.05  # a cold JVM's tasks, then a warm one's
+    assert q.measured_load().batches == 6  # no first batch with rows known: every batch counts
+    q.input_since = 1000.0
+    load = q.measured_load()
+    warm = [b for b in range(6) if 10 * b >= RATES_WARMUP]  # committed at least RATES_WARMUP after the first
+    assert warm == [5] and load.batches == 1  # the cold JVM's five are left out
+    assert load.usefulSeconds == pytest.approx(0.05) and load.perBatch == [(1000, 0.05)]
