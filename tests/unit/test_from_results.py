@@ -17,7 +17,7 @@ RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
 @pytest.mark.parametrize(("bench", "results", "plot", "first_words"), [
     ("capacity", "capacity-local/two-tenants", "capacity.png", "scenario two-tenants: capacity"),
     ("density", "density/2026-12-02-a", "density.png", "N worst crit"),
-    ("overhead", "overhead/2026-12-02", "overhead.png", "mode"),
+    ("overhead", "overhead/2026-12-04", "overhead.png", "mode"),
     ("ds2", "ds2", "ds2.png", "| policy | start |"),
     ("simulate", "simulate", "simulate.png", "queries  tenants"),
 ])
