@@ -14,10 +14,10 @@ of all queries share the executors' cores, so the model sums demand over queries
 
 Useful task seconds are task run time minus shuffle fetch wait, summed over every stage of a
 batch (Spark's status API); the runtime leaves out a query's batches of its first seconds with
-rows, while the JVMs compile its code (`runtime.hosted.RATES_WARMUP`). Once a query's recent batches differ in size (1.5x or more) a line
-through them splits each batch's cost into a fixed part (planning, task launch, empty shuffle
-partitions) and a per-row part, so a rate step's first decision lands: at twice the rate the
-fixed part is not paid twice. Until then the cost per row is the measured ratio, which is exact
+rows, while the JVMs compile its code (`runtime.hosted.RATES_WARMUP`). Once a query's recent
+batches differ in size (1.5x or more) a line through them splits each batch's cost into a fixed
+part (planning, task launch, empty shuffle partitions) and a per-row part, so a rate step's
+first decision lands: at twice the rate the fixed part is not paid twice. Until then the cost per row is the measured ratio, which is exact
 at today's rate and over-provisions (a little) at a higher one.
 
 The target rate is what the query must read: for a Kafka source, the rate its topics grow at

@@ -40,8 +40,8 @@ RATES_WARMUP = 45.0
 the JVMs' compilers are still at work on its code then, on the cores its tasks need (on pods they
 took 0.6-0.96 of the node's 2 cores for the first 45-50 s of every run, docs/performance.md), and
 its tasks run interpreted. A two-tenants pod run (2026-12-06, speed 0.44x) grew its pool at 36 s on
-5.3 and 13.0 cores needed, on a 2-core node. Flink's autoscaler likewise leaves out the metrics of a
-job's first minutes (its stabilization interval)."""
+5.3 and 13.0 cores needed, on a 2-core node. Flink's autoscaler likewise decides nothing in a
+stabilization period after a job starts (`job.autoscaler.stabilization.interval`)."""
 BAND_LOG = 1000
 """Batches whose FAIR band is kept per query."""
 PHASE_LOG = 5000
