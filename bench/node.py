@@ -257,7 +257,7 @@ TOPIC_PARTITIONS = 2
 
 
 def pool_manifest(name: str, policy: str, namespaces: list[str], checkpoints: Path, reserved: int = 0,
-                  jit: str = EXECUTOR_JIT) -> dict[str, Any]:
+                  jit: str = EXECUTOR_JIT, warmup: str | None = None) -> dict[str, Any]:
     """Sized for this 2-core node as the node tier's pool is: CPU requests of 500m let the driver
     and two executors fit beside the operator (Spark still runs 2 tasks at once per executor).
     `reserved`: task slots the scenario's Real-time queries will hold; the pool may then grow by
@@ -267,7 +267,8 @@ def pool_manifest(name: str, policy: str, namespaces: list[str], checkpoints: Pa
     request = "500m" if most == 2 else f"{EXECUTOR_REQUEST_M // most}m"
     return {
         "apiVersion": API_VERSION, "kind": "StreamingPool", "metadata": {"name": name},
-        "spec": {"executor": {"cores": 2, "memory": "1Gi", "cpuRequest": request, "jit": jit},
+        "spec": {"executor": {"cores": 2, "memory": "1Gi", "cpuRequest": request, "jit": jit,
+                              **({"warmup": warmup} if warmup else {})},
                  "driver": {"cpuRequest": "500m"}, "minExecutors": 1, "maxExecutors": most,
                  "policy": "cameo" if policy == AUTO else policy, "allowedNamespaces": namespaces,
                  "checkpoints": {"hostPath": str(checkpoints)}},
@@ -297,10 +298,10 @@ def _wait(what: str, check: Callable[[], bool], timeout: float, every: float = 1
 
 
 def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, target: NodeTarget, folder: Path,
-             log: Any = print, jit: str = EXECUTOR_JIT) -> dict[str, Any]:
+             log: Any = print, jit: str = EXECUTOR_JIT, warmup: str | None = None) -> dict[str, Any]:
     """One policy on a fresh pool: returns a report shaped as `sluice run --report --timeline`'s,
     plus the pool's executors over time and the StreamingQueries' own status figures. `jit`: the
-    pool's `spec.executor.jit`."""
+    pool's `spec.executor.jit`; `warmup`: its `spec.executor.warmup` (None: the pool's default)."""
     folder = folder.absolute()  # its checkpoints are a hostPath
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -318,7 +319,7 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, tar
     checkpoints.chmod(0o777)  # the runtime runs as uid 185
     (folder / "manifests.yaml").write_text(yaml.safe_dump_all(manifests, sort_keys=False))
     target.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in namespaces])
-    target.apply([pool_manifest(name, policy, namespaces, checkpoints, reserved_by(manifests), jit)])
+    target.apply([pool_manifest(name, policy, namespaces, checkpoints, reserved_by(manifests), jit, warmup)])
     pool = Pool(target, name)
     try:
         _wait(f"the pool {name} was not Running", lambda: _phase(target.get("sp", name)) == "Running", POOL_READY_S)

@@ -227,6 +227,8 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
                 {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete", "deletecollection"]},
                 {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create", "delete", "deletecollection"]},
                 {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "list"]},
+                # a joining executor's pod asks for less CPU until it is warm (runtime/pod_weight.py)
+                {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
             ]}
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(name, namespace, pool),
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},

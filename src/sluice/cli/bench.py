@@ -182,12 +182,15 @@ def bench_overhead(ctx: click.Context, rounds: int, seconds: float, old_seconds:
 @click.option("--duration", type=DurationParam(10, 3600),
               help="The judged window after the scenario's warm-up, in place of the scenario's own (its load and "
                    "bursts unchanged): a longer one shows the steady state past the JVMs' warm-up.")
+@click.option("--executor-warmup", "warmup", type=DurationParam(1, 300),
+              help="Node target: every pool's spec.executor.warmup (a joining executor takes no urgent task, and "
+                   "its pod asks for less CPU, until it is warm or this long has passed); default: the pool's (off).")
 @json_option
 @calibrate_option
 @URGENT_LANE_OPTION
 def bench_cameo(scenario: str, policies: str, repeat: int, out: str, delivery: str | None, target: str,
-                gates: str, executors: int | None, jits: str, duration: float | None, as_json: bool,
-                urgent_lane: str) -> None:
+                gates: str, executors: int | None, jits: str, duration: float | None, warmup: float | None,
+                as_json: bool, urgent_lane: str) -> None:
     """Cameo vs Spark's FIFO and FAIR on real Spark with Kafka load: latency per query, side by side."""
     from sluice.api.scenario import ScenarioError, load_scenario
     from sluice.bench import cameo as cameo_bench
@@ -203,11 +206,12 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str, delivery: s
         cameo_bench.check_delivery(Path(scenario), load_scenario(Path(scenario))[1], sink_delivery)
         gate_list = [g.strip() for g in gates.split(",") if g.strip()]
         jit_list = [j.strip() for j in jits.split(",") if j.strip()]
-        cameo_bench.check_target(target, chosen, urgent_lane, gate_list, executors, jit_list)
+        warm = None if warmup is None else f"{warmup:g}s"
+        cameo_bench.check_target(target, chosen, urgent_lane, gate_list, executors, jit_list, warm)
         calibrate_now()
         result = cameo_bench.run(Path(scenario), chosen, repeat, Path(out), log=lambda m: click.echo(m, err=True),
                                  urgent_lane=urgent_lane, delivery=sink_delivery, target=target, gates=gate_list,
-                                 executors=executors, jits=jit_list, duration=duration)
+                                 executors=executors, jits=jit_list, duration=duration, warmup=warm)
     except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
         fail(str(error))
     summary = "\n".join([result["table"], "", *result["ratios"], *result["throughput"]])
