@@ -234,8 +234,8 @@ class ExecutorInfo(Answer):
     warmAt: float | None = None
     """When it became warm (epoch seconds, the driver's clock)."""
     yielding: bool | None = None
-    """True while its pod asks for only `pod_weight.YIELD_REQUEST` of CPU (cold, a warm executor
-    beside it); None where no pod's request is lowered (not on pods, or no warm-up)."""
+    """True while its pod asks for only the pool's `spec.executor.warmupCpuRequest` of CPU (cold, a
+    warm executor beside it); None where no pod's request is lowered (not on pods, or no warm-up)."""
 
 
 class ExecutorState(Answer):

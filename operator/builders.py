@@ -21,6 +21,7 @@ from sluice.api.constants import (
     OPERATOR_POD_LABEL,
     SCHEDULER_PORT,
     WARMUP_CONF,
+    WARMUP_CPU_CONF,
 )
 from sluice.api.pool import StreamingPool
 
@@ -135,6 +136,7 @@ def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
         "spark.executor.memory": f"{executor.memory.mib}m",
         **({"spark.kubernetes.executor.request.cores": executor.cpuRequest.text} if executor.cpuRequest else {}),
         WARMUP_CONF: f"{executor.warmup.seconds:g}",
+        WARMUP_CPU_CONF: executor.warmupCpuRequest.text,
         EXECUTOR_JIT_CONF: executor.jit,
         "spark.executor.instances": str(initial),
         "spark.dynamicAllocation.enabled": "false",

@@ -10,7 +10,14 @@ import sys
 import threading
 from pathlib import Path
 
-from sluice.api.constants import CONTROL_PORT, CRITICAL_LANE, DEFAULT_POLICY, POLICIES
+from sluice.api.constants import (
+    CONTROL_PORT,
+    CRITICAL_LANE,
+    DEFAULT_POLICY,
+    POLICIES,
+    WARMUP_CPU_CONF,
+    WARMUP_CPU_REQUEST,
+)
 from sluice.scheduler.client import SchedulerClient
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
@@ -121,8 +128,10 @@ def main(argv: list[str] | None = None) -> None:
     scaler.lane = (lane.slots if told else None, lane.bulk_tasks or None, scaler.priority.mechanism == "threadNice")
     if on_pods and scaler.warms_up:  # a joining executor's pod yields the node's CPU until it is warm
         try:
+            conf = spark.sparkContext.getConf()
             scaler.pod_weights = PodWeights(InCluster(), spark.sparkContext.applicationId,
-                                            spark.sparkContext.getConf().get(EXECUTOR_REQUEST) or "1")
+                                            conf.get(EXECUTOR_REQUEST) or "1",
+                                            conf.get(WARMUP_CPU_CONF) or WARMUP_CPU_REQUEST)
         except OSError as error:
             print(f"sluice runtime: joining executors keep the pool's CPU request while they warm up ({error}).",
                   file=sys.stderr, flush=True)

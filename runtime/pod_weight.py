@@ -6,7 +6,7 @@ executor's JVM compiles its task paths for its first 45-50 s (0.6-0.96 of a 2-co
 on pods), and at the pool's request its compilers weigh as much as the warm executor and the
 driver beside it, whose batches the urgent queries wait on. While an executor warms up before
 urgent work (`spec.executor.warmup`, `Warmup.java`: it takes bulk tasks only) the runtime lowers
-its pod's request to `YIELD_REQUEST` through the pod's `resize` subresource (in-place resize,
+its pod's request to the pool's `spec.executor.warmupCpuRequest` (10m by default) through the pod's `resize` subresource (in-place resize,
 Kubernetes 1.33 and later by default) and gives the pool's request back once it is warm. Shares
 weigh only under contention: on a busy node the cold executor takes what the warm pods leave, on
 an idle node it runs at full speed. The pool's first executors have no warm one to yield to and
@@ -29,10 +29,10 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from sluice.api.constants import WARMUP_CPU_REQUEST
+
 log = logging.getLogger("sluice.runtime.pod_weight")
 
-YIELD_REQUEST = "10m"
-"""A cold executor's CPU request while it yields: 10 cgroup shares against the pool's (512 for 500m)."""
 CONTAINER = "spark-kubernetes-executor"
 """The executor container's name (the pool's executor pod template names it as Spark does)."""
 APP_LABEL = "spark-app-selector"
@@ -73,11 +73,13 @@ class InCluster:
 class PodWeights:
     """Lowers cold executors' pod requests and gives them back once warm (`plan`), one call each."""
 
-    def __init__(self, api: InCluster, app_id: str, request: str) -> None:
+    def __init__(self, api: InCluster, app_id: str, request: str, cold_request: str = WARMUP_CPU_REQUEST) -> None:
         self.api = api
         self.app_id = app_id
         self.request = request
         """The pool's CPU request an executor (what a warm one asks for)."""
+        self.cold_request = cold_request
+        """What a cold one asks for while it yields."""
         self.lowered: set[str] = set()
         self.refused: set[str] = set()
         """Executors whose lowering was refused: not asked again (a restore is, until it goes through)."""
@@ -126,7 +128,7 @@ class PodWeights:
         for executor in lower:
             if executor in self.refused:
                 continue
-            if self._resize(executor, YIELD_REQUEST):
+            if self._resize(executor, self.cold_request):
                 self.lowered.add(executor)
             else:
                 self.refused.add(executor)

@@ -32,7 +32,7 @@ from sluice.api.constants import (
     METRICS_PORT,
     OPERATOR_METRICS_PORT,
 )
-from sluice.runtime.pod_weight import YIELD_REQUEST
+from sluice.api.constants import WARMUP_CPU_REQUEST as YIELD_REQUEST
 from sluice.runtime.stages import spark_time
 from sluice.scheduler.bands import band_name, urgent_bands
 from sluice.testing.checkov import scan, skips, unexplained
@@ -569,7 +569,7 @@ def test_a_joining_executor_pod_runs_no_urgent_task_until_it_is_warm(
     """Warm before work on pods: under load, a second executor pod joins; Spark's listener shows
     it ran the bulk bands' tasks (a 30 s query's) while its JVM warmed up, no task of the urgent
     bands (a 1 s filter's) before the runtime called it warm, and urgent tasks after. Its pod asked
-    the node for `YIELD_REQUEST` of CPU while it was cold (resized in place) and for the pool's
+    the node for `warmupCpuRequest` (10m) of CPU while it was cold (resized in place) and for the pool's
     request again once warm; the first executor never yielded."""
     node = release
     manifests, loads = [], []

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from sluice.runtime.pod_weight import YIELD_REQUEST, PodWeights, plan
+from sluice.api.constants import WARMUP_CPU_REQUEST as YIELD_REQUEST
+from sluice.runtime.pod_weight import PodWeights, plan
 
 
 def test_a_cold_executor_yields_only_while_a_warm_one_runs_and_gets_its_request_back_once_warm() -> None:
