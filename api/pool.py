@@ -72,11 +72,16 @@ class ExecutorShape(Model):
     node without thread priorities it cost the critical filter more than the cold start it saves:
     its urgent tasks crowd onto the executors already there (docs/performance.md). On pods the
     cold executor's pod also asks for only `warmupCpuRequest` of CPU meanwhile."""
-    warmupCpuRequest: Cpu = Cpu.parse(WARMUP_CPU_REQUEST)
+    warmupCpuRequest: Cpu | None = None
     """CPU the pod of an executor that joins the running pool asks for while it warms up, resized
     in place (Kubernetes 1.33 or later) and given back `cpuRequest` once warm: the kernel weighs
     pods by their requests, so under contention the cold JVM's compilers take what the warm pods
-    leave. With `warmup` only; `cpuRequest`'s own value: no yield."""
+    leave. With `warmup` only; omitted: 10m; `cpuRequest`'s own value: no yield."""
+
+    @property
+    def cold_cpu(self) -> str:
+        """What a warming executor's pod asks for (`warmupCpuRequest`, or its default)."""
+        return self.warmupCpuRequest.text if self.warmupCpuRequest else WARMUP_CPU_REQUEST
     jit: ExecutorJit = EXECUTOR_JIT
     """The executor JVMs' JIT compilers: `tiered` (HotSpot's default: C1, then C2 for hot code),
     `c1` (C1 alone: a new executor compiles for less CPU, and runs hot loops slower) or `low` (the

@@ -136,7 +136,7 @@ def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
         "spark.executor.memory": f"{executor.memory.mib}m",
         **({"spark.kubernetes.executor.request.cores": executor.cpuRequest.text} if executor.cpuRequest else {}),
         WARMUP_CONF: f"{executor.warmup.seconds:g}",
-        WARMUP_CPU_CONF: executor.warmupCpuRequest.text,
+        WARMUP_CPU_CONF: executor.cold_cpu,
         EXECUTOR_JIT_CONF: executor.jit,
         "spark.executor.instances": str(initial),
         "spark.dynamicAllocation.enabled": "false",
