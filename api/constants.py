@@ -72,13 +72,6 @@ WARMUP_CONF: Final = "spark.sluice.warmup.maxSeconds"
 """The Spark setting a pool's `spec.executor.warmup` becomes: how long a joining executor may be
 kept off urgent work while it warms up (`Warmup.MAX_SECONDS` in the sink jar; 0: off)."""
 
-WARMUP_CPU_CONF: Final = "spark.sluice.warmup.cpuRequest"
-"""The Spark setting a pool's `spec.executor.warmupCpuRequest` becomes: the CPU a joining executor's
-pod asks for while it warms up (`runtime/pod_weight.py`)."""
-WARMUP_CPU_REQUEST: Final = "10m"
-"""Its default: 10 cgroup shares against 512 for a 500m pod, so a cold executor takes only the CPU
-the warm pods beside it leave."""
-
 ExecutorJit = Literal["tiered", "c1", "low"]
 """A pool's executor JVMs' JIT compilers (`spec.executor.jit`; the JVM options:
 `runtime.session.EXECUTOR_JIT_OPTIONS`): HotSpot's default tiered compilers, C1 alone, or the

@@ -11,7 +11,6 @@ from .constants import (
     API_VERSION,
     CRITICAL_LANE,
     EXECUTOR_JIT,
-    WARMUP_CPU_REQUEST,
     ApiVersion,
     ExecutorJit,
     Policy,
@@ -70,18 +69,7 @@ class ExecutorShape(Model):
     band's task for up to this long, until the bulk bands' tasks have warmed its JVM (16 tasks and
     its compilers quiet), e.g. '30s' (at most 5m; '0s', the default: off). Measured on a 2-core
     node without thread priorities it cost the critical filter more than the cold start it saves:
-    its urgent tasks crowd onto the executors already there (docs/performance.md). On pods the
-    cold executor's pod also asks for only `warmupCpuRequest` of CPU meanwhile."""
-    warmupCpuRequest: Cpu | None = None
-    """CPU the pod of an executor that joins the running pool asks for while it warms up, resized
-    in place (Kubernetes 1.33 or later) and given back `cpuRequest` once warm: the kernel weighs
-    pods by their requests, so under contention the cold JVM's compilers take what the warm pods
-    leave. With `warmup` only; omitted: 10m; `cpuRequest`'s own value: no yield."""
-
-    @property
-    def cold_cpu(self) -> str:
-        """What a warming executor's pod asks for (`warmupCpuRequest`, or its default)."""
-        return self.warmupCpuRequest.text if self.warmupCpuRequest else WARMUP_CPU_REQUEST
+    its urgent tasks crowd onto the executors already there (docs/performance.md)."""
     jit: ExecutorJit = EXECUTOR_JIT
     """The executor JVMs' JIT compilers: `tiered` (HotSpot's default: C1, then C2 for hot code),
     `c1` (C1 alone: a new executor compiles for less CPU, and runs hot loops slower) or `low` (the

@@ -233,9 +233,6 @@ class ExecutorInfo(Answer):
     task; None where no executor warms up (a local master, or the urgent lane off)."""
     warmAt: float | None = None
     """When it became warm (epoch seconds, the driver's clock)."""
-    yielding: bool | None = None
-    """True while its pod asks for only the pool's `spec.executor.warmupCpuRequest` of CPU (cold, a
-    warm executor beside it); None where no pod's request is lowered (not on pods, or no warm-up)."""
 
 
 class ExecutorState(Answer):

@@ -171,9 +171,6 @@ class Pool:
     """Each executor seen, by id: when it registered with the driver (epoch seconds, Spark's own)."""
     warmed: dict[str, float] = field(default_factory=dict)
     """Executor id -> when it became warm (`warmAt`: it takes urgent tasks from then on)."""
-    yielded: dict[str, list[float]] = field(default_factory=dict)
-    """Executor id -> [first, last] poll (seconds since the load started) that found its pod's CPU
-    request lowered while it warmed up (`yielding`)."""
 
     def connect(self) -> None:
         secret = self.target.get("secret", f"sluice-pool-{self.name}-token", "-n", NS)
@@ -260,7 +257,7 @@ TOPIC_PARTITIONS = 2
 
 
 def pool_manifest(name: str, policy: str, namespaces: list[str], checkpoints: Path, reserved: int = 0,
-                  jit: str = EXECUTOR_JIT, warmup: str | None = None, warmup_cpu: str | None = None) -> dict[str, Any]:
+                  jit: str = EXECUTOR_JIT, warmup: str | None = None) -> dict[str, Any]:
     """Sized for this 2-core node as the node tier's pool is: CPU requests of 500m let the driver
     and two executors fit beside the operator (Spark still runs 2 tasks at once per executor).
     `reserved`: task slots the scenario's Real-time queries will hold; the pool may then grow by
@@ -271,8 +268,7 @@ def pool_manifest(name: str, policy: str, namespaces: list[str], checkpoints: Pa
     return {
         "apiVersion": API_VERSION, "kind": "StreamingPool", "metadata": {"name": name},
         "spec": {"executor": {"cores": 2, "memory": "1Gi", "cpuRequest": request, "jit": jit,
-                              **({"warmup": warmup} if warmup else {}),
-                              **({"warmupCpuRequest": warmup_cpu} if warmup_cpu else {})},
+                              **({"warmup": warmup} if warmup else {})},
                  "driver": {"cpuRequest": "500m"}, "minExecutors": 1, "maxExecutors": most,
                  "policy": "cameo" if policy == AUTO else policy, "allowedNamespaces": namespaces,
                  "checkpoints": {"hostPath": str(checkpoints)}},
@@ -302,12 +298,10 @@ def _wait(what: str, check: Callable[[], bool], timeout: float, every: float = 1
 
 
 def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, target: NodeTarget, folder: Path,
-             log: Any = print, jit: str = EXECUTOR_JIT, warmup: str | None = None,
-             warmup_cpu: str | None = None) -> dict[str, Any]:
+             log: Any = print, jit: str = EXECUTOR_JIT, warmup: str | None = None) -> dict[str, Any]:
     """One policy on a fresh pool: returns a report shaped as `sluice run --report --timeline`'s,
     plus the pool's executors over time and the StreamingQueries' own status figures. `jit`: the
-    pool's `spec.executor.jit`; `warmup` and `warmup_cpu`: its `spec.executor.warmup` and
-    `warmupCpuRequest` (None: the pool's defaults)."""
+    pool's `spec.executor.jit`; `warmup`: its `spec.executor.warmup` (None: the pool's default)."""
     folder = folder.absolute()  # its checkpoints are a hostPath
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -325,7 +319,7 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, tar
     checkpoints.chmod(0o777)  # the runtime runs as uid 185
     (folder / "manifests.yaml").write_text(yaml.safe_dump_all(manifests, sort_keys=False))
     target.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in namespaces])
-    target.apply([pool_manifest(name, policy, namespaces, checkpoints, reserved_by(manifests), jit, warmup, warmup_cpu)])
+    target.apply([pool_manifest(name, policy, namespaces, checkpoints, reserved_by(manifests), jit, warmup)])
     pool = Pool(target, name)
     try:
         _wait(f"the pool {name} was not Running", lambda: _phase(target.get("sp", name)) == "Running", POOL_READY_S)
@@ -392,10 +386,6 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
             pool.executors.append([round(time.time() - ready, 1), float(listed["current"])])
             pool.joined.update({e["id"]: float(e["addedAt"]) for e in listed.get("executors", []) if e.get("addedAt")})
             pool.warmed.update({e["id"]: float(e["warmAt"]) for e in listed.get("executors", []) if e.get("warmAt")})
-            at = round(time.time() - ready, 1)
-            for e in listed.get("executors", []):
-                if e.get("yielding"):
-                    pool.yielded.setdefault(e["id"], [at, at])[1] = at
         with contextlib.suppress(OSError, ValueError):
             statuses.update(pool.call("/v1/queries")["queries"])
 
@@ -435,7 +425,6 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
                               "scalings": scaled,
                               "warm_after_join_s": sorted(round(pool.warmed[e] - at, 1) for e, at in pool.joined.items()
                                                           if at > ready and e in pool.warmed),
-                              "yielded_s": sorted(pool.yielded.values()),
                               "drain": {"limit_s": limit,
                                                                      "took_s": round(time.time() - load_end, 1)},
                               "urgent_lane": _pool_status(pool).get("urgentLane", ""), "machine": machine,
@@ -538,8 +527,6 @@ def join_lines(runs: dict[str, list[dict[str, Any]]], queries: list[StreamingQue
 
                 warm = report.get("warm_after_join_s") or []
                 warmed = f" (warm {', '.join(f'{w:.0f}' for w in warm)} s after)" if warm else ""
-                yielded = report.get("yielded_s") or []
-                warmed += "".join(f" (its pod's CPU lowered from {a:.0f} to {b:.0f} s)" for a, b in yielded)
                 lines.append(f"{policy} #{r + 1} {q.key}: executors joined at {', '.join(f'{j:.0f}' for j in joins)} s{warmed}; "
                              f"attainment {pct(near)} in the {JOIN_WINDOW_S:.0f} s after, {pct(rest)} over the rest")
             lines += [f"{policy} #{r + 1} scaled at {s['at_s']:.0f} s: {s['reason']}" for s in report.get("scalings") or []]

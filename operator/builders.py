@@ -21,7 +21,6 @@ from sluice.api.constants import (
     OPERATOR_POD_LABEL,
     SCHEDULER_PORT,
     WARMUP_CONF,
-    WARMUP_CPU_CONF,
 )
 from sluice.api.pool import StreamingPool
 
@@ -136,7 +135,6 @@ def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
         "spark.executor.memory": f"{executor.memory.mib}m",
         **({"spark.kubernetes.executor.request.cores": executor.cpuRequest.text} if executor.cpuRequest else {}),
         WARMUP_CONF: f"{executor.warmup.seconds:g}",
-        WARMUP_CPU_CONF: executor.cold_cpu,
         EXECUTOR_JIT_CONF: executor.jit,
         "spark.executor.instances": str(initial),
         "spark.dynamicAllocation.enabled": "false",
@@ -229,8 +227,6 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
                 {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete", "deletecollection"]},
                 {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create", "delete", "deletecollection"]},
                 {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "list"]},
-                # a joining executor's pod asks for less CPU until it is warm (runtime/pod_weight.py)
-                {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
             ]}
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(name, namespace, pool),
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},

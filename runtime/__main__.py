@@ -10,14 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from sluice.api.constants import (
-    CONTROL_PORT,
-    CRITICAL_LANE,
-    DEFAULT_POLICY,
-    POLICIES,
-    WARMUP_CPU_CONF,
-    WARMUP_CPU_REQUEST,
-)
+from sluice.api.constants import CONTROL_PORT, CRITICAL_LANE, DEFAULT_POLICY, POLICIES
 from sluice.scheduler.client import SchedulerClient
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
@@ -28,7 +21,6 @@ from .control import make_control_app, make_metrics_app
 from .executors import ExecutorScaler
 from .gate import Gatekeeper
 from .host import QueryHost
-from .pod_weight import InCluster, PodWeights
 from .policy import mode_of
 from .session import (
     EXECUTOR_REQUEST,
@@ -126,15 +118,6 @@ def main(argv: list[str] | None = None) -> None:
     scaler.urgent_lane = lane_sentence(lane, mode.gated, scaler.priority)
     told = args.master == "local[*]" or on_pods  # else the master's own slots
     scaler.lane = (lane.slots if told else None, lane.bulk_tasks or None, scaler.priority.mechanism == "threadNice")
-    if on_pods and scaler.warms_up:  # a joining executor's pod yields the node's CPU until it is warm
-        try:
-            conf = spark.sparkContext.getConf()
-            scaler.pod_weights = PodWeights(InCluster(), spark.sparkContext.applicationId,
-                                            conf.get(EXECUTOR_REQUEST) or "1",
-                                            conf.get(WARMUP_CPU_CONF) or WARMUP_CPU_REQUEST)
-        except OSError as error:
-            print(f"sluice runtime: joining executors keep the pool's CPU request while they warm up ({error}).",
-                  file=sys.stderr, flush=True)
     sidecar = f"{args.scheduler.rstrip('/')}/metrics" if args.scheduler.startswith("http") else None
     server = ServerThread(make_control_app(host, token, executors=scaler, scheduler_metrics=sidecar),
                           sock=control_sock).start()

@@ -62,7 +62,6 @@ from sluice.api.wire import ExecutorInfo, ExecutorState
 from . import executor_warmup, jvm_sink
 from .batching import settled
 from .megaphone import Executor, StateMover
-from .pod_weight import PodWeights
 from .stages import spark_time
 
 if TYPE_CHECKING:
@@ -216,15 +215,8 @@ class ExecutorScaler:
         """Warm-up events logged so far."""
         self.warm_ups: dict[str, float | None] = {}
         """Executor id -> seconds its warm-up job took (None while it runs, or if it failed)."""
-        self.pod_weights: PodWeights | None = None
-        """On pods where executors warm up: cold ones' CPU requests lowered until warm (`pod_weight`)."""
         if mover is not None:
             self._ensure_thread()  # state moves on growth need no target change
-
-    @property
-    def warms_up(self) -> bool:
-        """Whether executors here warm up before urgent work (the lane's plugin, a warm-up above 0)."""
-        return self._warming_up
 
     @classmethod
     def for_host(cls, host: QueryHost, grace: float = 30.0, interval: float = 0.5, moving: bool = True,
@@ -270,8 +262,7 @@ class ExecutorScaler:
             removed=removed,
             executors=[ExecutorInfo(id=e.id, activeTasks=e.active_tasks, addedAt=e.added_at or None,
                                     warm=known[e.id] == "warm" if e.id in known else None,
-                                    warmAt=warmth.warm_at(e.id) if warmth else None,
-                                    yielding=(e.id in self.pod_weights.lowered) if self.pod_weights else None)
+                                    warmAt=warmth.warm_at(e.id) if warmth else None)
                        for e in executors],
             leaving=leaving,
             placement=mover.placement() if mover else {},
@@ -353,8 +344,6 @@ class ExecutorScaler:
                     self._warm(e)
             warmth = self.warmth()  # where executors warm up before urgent work, state waits for it too
             known = warmth.executors if warmth else {}
-            if self.pod_weights is not None and warmth is not None:
-                self.pod_weights.apply(known)
             self.mover.step([Executor(e.id, e.host, known[e.id] == "warm" if e.id in known else e.warm(now))
                              for e in executors], leaving)
             if self.mover.moves > self._moves_seen:  # reported as a batch asked, since the last step

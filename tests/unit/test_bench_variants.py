@@ -86,6 +86,8 @@ def test_what_the_node_target_cannot_run_is_refused_in_one_sentence() -> None:
             "--executor-jit: locally executors have JVMs of their own only on local-cluster; add --executors N.",
         ("--executors", "2", "--executor-jit", "c1,c2"):
             "--executor-jit: use some of tiered, c1, low, each once (got 'c1,c2').",
+        ("--executor-warmup", "60s"):
+            "--executor-warmup: only a pool's executors warm up before urgent work; add --target node.",
         ("--policies", "cameo,auto-lane", "--executors", "2"):
             "--executors: auto-lane runs its Real-time queries in an application of their own on local[*]; leave it "
             "out of --policies with --executors.",
@@ -120,6 +122,9 @@ def test_a_pool_for_real_time_queries_has_room_for_their_slots_and_asks_the_node
     assert (plain["maxExecutors"], plain["executor"]["cpuRequest"]) == (2, "500m")
     assert (roomy["maxExecutors"], roomy["executor"]["cpuRequest"]) == (4, "250m")  # 4 x 2 cores: 4 held, 4 left
     assert isinstance(parse_document(pool_manifest("bench", AUTO, ["payments"], tmp_path, 4), "bench"), StreamingPool)
+    warming = parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path, warmup="60s"), "bench")
+    assert isinstance(warming, StreamingPool) and warming.spec.executor.warmup.seconds == 60  # --executor-warmup
+    assert "warmup" not in plain["executor"]  # the pool's default: off
 
 
 def test_the_harness_figure_beside_the_status_spans_the_same_minute() -> None:

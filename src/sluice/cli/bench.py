@@ -183,17 +183,14 @@ def bench_overhead(ctx: click.Context, rounds: int, seconds: float, old_seconds:
               help="The judged window after the scenario's warm-up, in place of the scenario's own (its load and "
                    "bursts unchanged): a longer one shows the steady state past the JVMs' warm-up.")
 @click.option("--executor-warmup", "warmup", type=DurationParam(1, 300),
-              help="Node target: every pool's spec.executor.warmup (a joining executor takes no urgent task, and "
-                   "its pod asks for less CPU, until it is warm or this long has passed); default: the pool's (off).")
-@click.option("--cold-executor-cpu", "warmup_cpu",
-              help="Node target, with --executor-warmup: every pool's spec.executor.warmupCpuRequest (the CPU a "
-                   "joining executor's pod asks for while it warms up, e.g. 10m; 500m, the pool's own: no yield).")
+              help="Node target: every pool's spec.executor.warmup (a joining executor takes no urgent task until "
+                   "it is warm or this long has passed); default: the pool's (off).")
 @json_option
 @calibrate_option
 @URGENT_LANE_OPTION
 def bench_cameo(scenario: str, policies: str, repeat: int, out: str, delivery: str | None, target: str,
                 gates: str, executors: int | None, jits: str, duration: float | None, warmup: float | None,
-                warmup_cpu: str | None, as_json: bool, urgent_lane: str) -> None:
+                as_json: bool, urgent_lane: str) -> None:
     """Cameo vs Spark's FIFO and FAIR on real Spark with Kafka load: latency per query, side by side."""
     from sluice.api.scenario import ScenarioError, load_scenario
     from sluice.bench import cameo as cameo_bench
@@ -210,18 +207,11 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str, delivery: s
         gate_list = [g.strip() for g in gates.split(",") if g.strip()]
         jit_list = [j.strip() for j in jits.split(",") if j.strip()]
         warm = None if warmup is None else f"{warmup:g}s"
-        if warmup_cpu is not None:
-            from sluice.api.units import Cpu
-            try:
-                warmup_cpu = Cpu.parse(warmup_cpu).text
-            except ValueError:
-                fail(f"--cold-executor-cpu {warmup_cpu!r}: give a CPU quantity such as 10m or 0.5.")
-        cameo_bench.check_target(target, chosen, urgent_lane, gate_list, executors, jit_list, warm, warmup_cpu)
+        cameo_bench.check_target(target, chosen, urgent_lane, gate_list, executors, jit_list, warm)
         calibrate_now()
         result = cameo_bench.run(Path(scenario), chosen, repeat, Path(out), log=lambda m: click.echo(m, err=True),
                                  urgent_lane=urgent_lane, delivery=sink_delivery, target=target, gates=gate_list,
-                                 executors=executors, jits=jit_list, duration=duration, warmup=warm,
-                                 warmup_cpu=warmup_cpu)
+                                 executors=executors, jits=jit_list, duration=duration, warmup=warm)
     except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
         fail(str(error))
     summary = "\n".join([result["table"], "", *result["ratios"], *result["throughput"]])
