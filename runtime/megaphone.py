@@ -35,6 +35,7 @@ from .placement import (
     locality_wait,
     max_units,
     next_moves,
+    pending,
     reload_rate,
     spread,
     took,
@@ -158,7 +159,7 @@ class StateMover:
                                                      time.perf_counter() - began)
                 self._seen[query.key] = query.batches
                 self._listed[query.key] = parts
-                self._pending[query.key] = len(next_moves(parts, list(hosts), leaving, 1 << 62))
+                self._pending[query.key] = pending(parts, list(hosts), leaving, cold)
             walked = state_stores.listing(self.spark, query.handle)  # sizes for the next step, off its clock
             if walked is not None:
                 self._walked[query.key] = walked
@@ -168,8 +169,8 @@ class StateMover:
                 for kept in (self._listed, self._seen, self._pending, self._step, self._rate, self._last_units,
                              self._walked, self._planned):
                     kept.pop(gone, None)
-            pending = sum(self._pending.values())
-        self._hold(pending, self.slacks() if self.slacks is not None else [q.slack for q in running])
+            to_move = sum(self._pending.values())
+        self._hold(to_move, self.slacks() if self.slacks is not None else [q.slack for q in running])
         return done
 
     def apply(self, key: str, batch_id: int) -> int:

@@ -102,6 +102,16 @@ def locality_wait(pending: int, slacks: list[float], share: float = SLACK_SHARE)
     return min(slacks) * share
 
 
+def pending(partitions: list[Partition], executors: list[str], leaving: frozenset[str],
+            cold: frozenset[str] = frozenset()) -> int:
+    """Units still to move onto the executors that may take one now (`next_moves` without a
+    budget): a cold executor takes none until it is warm, so units that would balance onto it are
+    not pending yet, and Spark's locality wait is not raised for them (`locality.Hold`: every
+    query's tasks would wait on it while nothing could move; a critical filter's tasks preferring
+    the cold executor, kept off it by the lane's warm-up, waited the raised wait in each batch)."""
+    return len(next_moves(partitions, executors, leaving, 1 << 62, cold))
+
+
 def took(moves: Iterable[Move], partitions: list[Partition]) -> bool:
     """Whether any of a step's moves shows in a later listing (its unit active on its target). A
     step none of whose moves took ran no reload (the next batch's tasks had been placed before
