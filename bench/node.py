@@ -369,6 +369,9 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
     since_ready: dict[str, list[list[Any]]] = {q.key: [] for q in queries}  # the warm-up's too: the status's minute
     last: dict[str, float] = {q.key: 0.0 for q in queries}
     statuses: dict[str, Any] = {}
+    paths: dict[str, list[list[Any]]] = {q.key: [] for q, s in zip(queries, scenario.queries, strict=True) if s.critical}
+    """Each critical query's critical path at each poll: [seconds since the load started, its
+    shares over the recent batches, batches run in each FAIR band so far] (what a join changes)."""
 
     def poll() -> None:
         for q in queries:
@@ -388,6 +391,10 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
             pool.warmed.update({e["id"]: float(e["warmAt"]) for e in listed.get("executors", []) if e.get("warmAt")})
         with contextlib.suppress(OSError, ValueError):
             statuses.update(pool.call("/v1/queries")["queries"])
+            at = round(time.time() - ready, 1)
+            for key, series in paths.items():
+                status = statuses.get(key) or {}
+                series.append([at, status.get("criticalPath") or {}, status.get("bands") or {}])
 
     cpu = PoolCpu(pool)
     cpu.start()
@@ -441,6 +448,7 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
                                     "message": status.get("message", ""),
                                     "scheduler": status.get("scheduler", ""),
                                     "critical_path": status.get("criticalPath", {}),
+                                    "critical_path_series": paths.get(q.key, []),
                                     "costs": loaded.get(q.key, {}).get("costs"), "cold_ms": status.get("cold_ms", []),
                                     "status_at_load_end": users[q.key], "harness_at_load_end": own}
     (folder / "report.json").write_text(json.dumps(report) + "\n")

@@ -66,6 +66,11 @@ def test_the_cameo_benchmark_runs_a_scenario_on_a_pool_and_judges_every_row(
     critical = report["queries"]["payments/fraud-alerts"]
     assert critical["costs"]["fixed_ms"] >= 0 and critical["costs"]["input_rate"] > 0, critical["costs"]
     assert critical["cold_ms"] and all(ms > 0 for ms in critical["cold_ms"]), critical["cold_ms"]
+    # its critical path at each poll (SnailTrail's shares over its recent batches) and the bands its
+    # batches ran in so far; none kept for the bulk query
+    path = critical["critical_path_series"]
+    assert path and any(shares for _, shares, _ in path) and all(k.startswith("band") for k in path[-1][2]), path[-3:]
+    assert path[-1][2] and report["queries"]["analytics/merchant-stats"]["critical_path_series"] == []
     executors = document["executors"]["cameo"][0]
     assert executors and all(n >= 1 for _, n in executors), executors
     # each scaling the operator decided while the load ran, with DS2's reason (its events); an
