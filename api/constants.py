@@ -71,6 +71,8 @@ job's tasks ran elsewhere and state moves waited on it (measured)."""
 WARMUP_CONF: Final = "spark.sluice.warmup.maxSeconds"
 """The Spark setting a pool's `spec.executor.warmup` becomes: how long a joining executor may be
 kept off urgent work while it warms up (`Warmup.MAX_SECONDS` in the sink jar; 0: off)."""
+EXECUTOR_WARMUP: Final = "60s"
+"""A pool's default `spec.executor.warmup` (docs/performance.md, "Joins under load")."""
 
 ExecutorJit = Literal["tiered", "c1", "low"]
 """A pool's executor JVMs' JIT compilers (`spec.executor.jit`; the JVM options:

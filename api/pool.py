@@ -11,6 +11,7 @@ from .constants import (
     API_VERSION,
     CRITICAL_LANE,
     EXECUTOR_JIT,
+    EXECUTOR_WARMUP,
     ApiVersion,
     ExecutorJit,
     Policy,
@@ -64,12 +65,12 @@ class ExecutorShape(Model):
     cpuRequest: Cpu | None = None
     """CPU the executor pod requests from the scheduler, e.g. '500m'; omitted: `cores`. Lower it
     to pack executors on small nodes (Spark still runs `cores` tasks at once in each)."""
-    warmup: WarmupDuration = Duration.parse("0s")
+    warmup: WarmupDuration = Duration.parse(EXECUTOR_WARMUP)
     """Warm before work (gated policies): an executor that joins the running pool takes no urgent
     band's task for up to this long, until the bulk bands' tasks have warmed its JVM (16 tasks and
-    its compilers quiet), e.g. '30s' (at most 5m; '0s', the default: off). Measured on a 2-core
-    node without thread priorities it cost the critical filter more than the cold start it saves:
-    its urgent tasks crowd onto the executors already there (docs/performance.md)."""
+    its compilers quiet); at most 5m, '0s': off. On a 2-core node under load a join then cost the
+    1 s filter under a point in the 30 s after it, against a 5-6 s stall on the cold JVM without
+    (docs/performance.md, "Joins under load")."""
     jit: ExecutorJit = EXECUTOR_JIT
     """The executor JVMs' JIT compilers: `tiered` (HotSpot's default: C1, then C2 for hot code),
     `c1` (C1 alone: a new executor compiles for less CPU, and runs hot loops slower) or `low` (the

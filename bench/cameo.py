@@ -40,6 +40,7 @@ import yaml
 from sluice.api.constants import (
     EXECUTOR_JIT,
     EXECUTOR_JITS,
+    EXECUTOR_WARMUP,
     GATED_POLICIES,
     GATES,
     MASSES,
@@ -570,7 +571,7 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
     if executors is not None:  # every run's Spark master (each report's `spark.master` too)
         document["local_cluster"] = local_cluster(executors)
     if target == "node":
-        document["executor_warmup"] = warmup or "the pool's default (off)"
+        document["executor_warmup"] = warmup or f"the pool's default ({EXECUTOR_WARMUP})"
     if executors is not None or target == "node":
         document["executor_jit"] = {name: jit for name, _, _, jit in chosen}
         extra += jit_lines(runs, document["executor_jit"])

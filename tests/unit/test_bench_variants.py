@@ -124,7 +124,8 @@ def test_a_pool_for_real_time_queries_has_room_for_their_slots_and_asks_the_node
     assert isinstance(parse_document(pool_manifest("bench", AUTO, ["payments"], tmp_path, 4), "bench"), StreamingPool)
     warming = parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path, warmup="60s"), "bench")
     assert isinstance(warming, StreamingPool) and warming.spec.executor.warmup.seconds == 60  # --executor-warmup
-    assert "warmup" not in plain["executor"]  # the pool's default: off
+    assert "warmup" not in plain["executor"]  # the pool's default
+    assert parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path), "bench").spec.executor.warmup.seconds == 60
 
 
 def test_the_harness_figure_beside_the_status_spans_the_same_minute() -> None:

@@ -184,7 +184,7 @@ def bench_overhead(ctx: click.Context, rounds: int, seconds: float, old_seconds:
                    "bursts unchanged): a longer one shows the steady state past the JVMs' warm-up.")
 @click.option("--executor-warmup", "warmup", type=DurationParam(1, 300),
               help="Node target: every pool's spec.executor.warmup (a joining executor takes no urgent task until "
-                   "it is warm or this long has passed); default: the pool's (off).")
+                   "it is warm or this long has passed); default: the pool's (60s).")
 @json_option
 @calibrate_option
 @URGENT_LANE_OPTION

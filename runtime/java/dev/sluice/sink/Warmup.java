@@ -57,12 +57,11 @@ public final class Warmup {
   public static final String MIN_TASKS = "spark.sluice.warmup.minTasks";
   /**
    * The bound: an executor is warm this long after it started, whatever its compilers do; 0 (the
-   * default): off, every executor takes urgent tasks at once. A pool sets it from
-   * {@code spec.executor.warmup}. While an executor is cold the urgent tasks crowd onto the others,
-   * which on pods without thread priorities share their CPU with bulk tasks: on a 2-core node
-   * (two-tenants, 2026-12-04) a 1 s filter missed 30-72% of its rows in each 5 s of a 32 s
-   * exclusion and 7-26% late in a 60 s one, more than the join's own stall had cost (a 4-5 s
-   * batch, 16-33 points in the 30 s after a join).
+   * default here): off, every executor takes urgent tasks at once. A pool sets it from
+   * {@code spec.executor.warmup} (60 s unless the pool says otherwise). While an executor is cold
+   * the urgent tasks run on the others; the runtime keeps Spark's locality wait at the pool's own
+   * meanwhile (no state may move onto a cold executor), else the urgent tasks preferring it waited
+   * the raised wait in every batch (measured on pods, docs/performance.md).
    */
   static final double DEFAULT_MAX_SECONDS = 0.0;
   /** Tasks (of any band) an executor runs before it may be called warm. */
