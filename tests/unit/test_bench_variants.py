@@ -126,6 +126,8 @@ def test_a_pool_for_real_time_queries_has_room_for_their_slots_and_asks_the_node
     assert isinstance(warming, StreamingPool) and warming.spec.executor.warmup.seconds == 60  # --executor-warmup
     assert "warmup" not in plain["executor"]  # the pool's default
     assert parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path), "bench").spec.executor.warmup.seconds == 60
+    off = parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path, warmup="0s"), "bench")
+    assert isinstance(off, StreamingPool) and off.spec.executor.warmup.seconds == 0  # --executor-warmup 0s
 
 
 def test_the_harness_figure_beside_the_status_spans_the_same_minute() -> None:

@@ -182,9 +182,9 @@ def bench_overhead(ctx: click.Context, rounds: int, seconds: float, old_seconds:
 @click.option("--duration", type=DurationParam(10, 3600),
               help="The judged window after the scenario's warm-up, in place of the scenario's own (its load and "
                    "bursts unchanged): a longer one shows the steady state past the JVMs' warm-up.")
-@click.option("--executor-warmup", "warmup", type=DurationParam(1, 300),
+@click.option("--executor-warmup", "warmup", type=DurationParam(0, 300),
               help="Node target: every pool's spec.executor.warmup (a joining executor takes no urgent task until "
-                   "it is warm or this long has passed); default: the pool's (60s).")
+                   "it is warm or this long has passed; 0s: off); default: the pool's (60s).")
 @json_option
 @calibrate_option
 @URGENT_LANE_OPTION
