@@ -73,6 +73,12 @@ WARMUP_CONF: Final = "spark.sluice.warmup.maxSeconds"
 kept off urgent work while it warms up (`Warmup.MAX_SECONDS` in the sink jar; 0: off)."""
 EXECUTOR_WARMUP: Final = "60s"
 """A pool's default `spec.executor.warmup` (docs/performance.md, "Joins under load")."""
+START_WARMUP_CONF: Final = "spark.sluice.startWarmup.seconds"
+"""The Spark setting a pool's `spec.startWarmup` becomes: how long the runtime runs its synthetic
+queries before it serves (`runtime/start_warmup.py`; 0 or unset: not at all)."""
+START_WARMUP: Final = "45s"
+"""A pool's default `spec.startWarmup`: about as long as a cold pool's JIT compilers took most of
+its CPU under load (docs/performance.md, "Warm at start")."""
 
 ExecutorJit = Literal["tiered", "c1", "low"]
 """A pool's executor JVMs' JIT compilers (`spec.executor.jit`; the JVM options:

@@ -12,6 +12,7 @@ from .constants import (
     CRITICAL_LANE,
     EXECUTOR_JIT,
     EXECUTOR_WARMUP,
+    START_WARMUP,
     ApiVersion,
     ExecutorJit,
     Policy,
@@ -211,6 +212,10 @@ class StreamingPoolSpec(Model):
     """Executor pod shape."""
     driver: DriverShape = Field(default_factory=DriverShape)
     """Driver pod shape."""
+    startWarmup: WarmupDuration = Duration.parse(START_WARMUP)
+    """Warm at start: before the runtime serves (the pool Pending meanwhile), it runs a synthetic
+    critical filter and windowed aggregation on its first executor for this long, so the first
+    tenants' batches do not meet cold JVMs; at most 5m, '0s': off."""
     minExecutors: int = Field(default=_MIN_EXECUTORS, ge=0, le=MAX_EXECUTORS)
     """Fewest executors the autoscaler keeps."""
     maxExecutors: int = Field(default=_MAX_EXECUTORS, ge=1, le=MAX_EXECUTORS)

@@ -257,7 +257,7 @@ TOPIC_PARTITIONS = 2
 
 
 def pool_manifest(name: str, policy: str, namespaces: list[str], checkpoints: Path, reserved: int = 0,
-                  jit: str = EXECUTOR_JIT, warmup: str | None = None) -> dict[str, Any]:
+                  jit: str = EXECUTOR_JIT, warmup: str | None = None, start_warmup: str | None = None) -> dict[str, Any]:
     """Sized for this 2-core node as the node tier's pool is: CPU requests of 500m let the driver
     and two executors fit beside the operator (Spark still runs 2 tasks at once per executor).
     `reserved`: task slots the scenario's Real-time queries will hold; the pool may then grow by
@@ -270,6 +270,7 @@ def pool_manifest(name: str, policy: str, namespaces: list[str], checkpoints: Pa
         "spec": {"executor": {"cores": 2, "memory": "1Gi", "cpuRequest": request, "jit": jit,
                               **({"warmup": warmup} if warmup else {})},
                  "driver": {"cpuRequest": "500m"}, "minExecutors": 1, "maxExecutors": most,
+                 **({"startWarmup": start_warmup} if start_warmup else {}),
                  "policy": "cameo" if policy == AUTO else policy, "allowedNamespaces": namespaces,
                  "checkpoints": {"hostPath": str(checkpoints)}},
     }
@@ -298,10 +299,12 @@ def _wait(what: str, check: Callable[[], bool], timeout: float, every: float = 1
 
 
 def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, target: NodeTarget, folder: Path,
-             log: Any = print, jit: str = EXECUTOR_JIT, warmup: str | None = None) -> dict[str, Any]:
+             log: Any = print, jit: str = EXECUTOR_JIT, warmup: str | None = None,
+             start_warmup: str | None = None) -> dict[str, Any]:
     """One policy on a fresh pool: returns a report shaped as `sluice run --report --timeline`'s,
     plus the pool's executors over time and the StreamingQueries' own status figures. `jit`: the
-    pool's `spec.executor.jit`; `warmup`: its `spec.executor.warmup` (None: the pool's default)."""
+    pool's `spec.executor.jit`; `warmup`: its `spec.executor.warmup`, `start_warmup` its
+    `spec.startWarmup` (None: the pool's defaults)."""
     folder = folder.absolute()  # its checkpoints are a hostPath
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -319,7 +322,8 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, tar
     checkpoints.chmod(0o777)  # the runtime runs as uid 185
     (folder / "manifests.yaml").write_text(yaml.safe_dump_all(manifests, sort_keys=False))
     target.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in namespaces])
-    target.apply([pool_manifest(name, policy, namespaces, checkpoints, reserved_by(manifests), jit, warmup)])
+    target.apply([pool_manifest(name, policy, namespaces, checkpoints, reserved_by(manifests), jit, warmup,
+                                 start_warmup)])
     pool = Pool(target, name)
     try:
         _wait(f"the pool {name} was not Running", lambda: _phase(target.get("sp", name)) == "Running", POOL_READY_S)

@@ -20,11 +20,16 @@ from sluice.api.constants import (
     METRICS_PORT,
     OPERATOR_POD_LABEL,
     SCHEDULER_PORT,
+    START_WARMUP_CONF,
     WARMUP_CONF,
 )
 from sluice.api.pool import StreamingPool
 
 from . import settings
+
+STARTUP_PROBES = 60
+"""The driver's startup probe's tries, 10 s apart: Spark's start, the first executor pod's (the
+runtime waits up to 90 s for it) and the longest `spec.startWarmup` (5m) fit in 10 minutes."""
 
 RUNTIME_URL_ANNOTATION = "sluice.dev/runtime-url"
 """Overrides where the operator reaches the pool's runtime (default: its in-cluster Service)."""
@@ -135,6 +140,7 @@ def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
         "spark.executor.memory": f"{executor.memory.mib}m",
         **({"spark.kubernetes.executor.request.cores": executor.cpuRequest.text} if executor.cpuRequest else {}),
         WARMUP_CONF: f"{executor.warmup.seconds:g}",
+        START_WARMUP_CONF: f"{model.spec.startWarmup.seconds:g}",
         EXECUTOR_JIT_CONF: executor.jit,
         "spark.executor.instances": str(initial),
         "spark.dynamicAllocation.enabled": "false",
@@ -185,6 +191,10 @@ def pool_objects(pool: dict[str, Any], model: StreamingPool, namespace: str, tok
                                                        "memory": driver.memory.text},
                                           "limits": {"memory": driver.memory.text}},
                             "readinessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 10},
+                            # the runtime answers once Spark, its first executor and the start's
+                            # warm-up (spec.startWarmup, up to 5m) are through: liveness waits for it
+                            "startupProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 10,
+                                             "failureThreshold": STARTUP_PROBES},
                             # restarted only after two minutes without an answer: a driver restart
                             # replays every query's batch in flight, so a long GC pause must not cause one
                             "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 20,

@@ -16,7 +16,7 @@ from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
 from sluice.scheduler.server import ServerThread, reserve
 
-from . import priority
+from . import priority, start_warmup
 from .control import make_control_app, make_metrics_app
 from .executors import ExecutorScaler
 from .gate import Gatekeeper
@@ -30,7 +30,12 @@ from .session import (
     executor_lane,
     lane_for,
     lane_sentence,
+    start_warmup_seconds,
 )
+
+START_EXECUTOR_S = 90.0
+"""How long the start's warm-up waits for the pool's first executor pod to register (its image is
+on the node: 10-30 s here); past it the runtime serves unwarmed."""
 
 
 def _token(args: argparse.Namespace) -> str:
@@ -118,6 +123,13 @@ def main(argv: list[str] | None = None) -> None:
     scaler.urgent_lane = lane_sentence(lane, mode.gated, scaler.priority)
     told = args.master == "local[*]" or on_pods  # else the master's own slots
     scaler.lane = (lane.slots if told else None, lane.bulk_tasks or None, scaler.priority.mechanism == "threadNice")
+    warm = start_warmup_seconds(extra)
+    if warm > 0:  # before the API answers: the pool stays Pending and no tenant's query meets it
+        if on_pods and not start_warmup.wait_for_executor(scaler.executors, START_EXECUTOR_S):
+            print(f"sluice runtime: no executor registered within {START_EXECUTOR_S:.0f} s; serving unwarmed.", flush=True)
+        else:
+            slots = int(extra.get("spark.executor.cores", "1")) if on_pods else lane.slots
+            print(f"sluice runtime: {start_warmup.run(host, slots, warm).sentence()}.", flush=True)
     sidecar = f"{args.scheduler.rstrip('/')}/metrics" if args.scheduler.startswith("http") else None
     server = ServerThread(make_control_app(host, token, executors=scaler, scheduler_metrics=sidecar),
                           sock=control_sock).start()

@@ -21,6 +21,7 @@ from sluice.api.constants import (
     EXECUTOR_JIT,
     EXECUTOR_JIT_CONF,
     EXECUTOR_JITS,
+    START_WARMUP_CONF,
     URGENT_LANE_CHOICES,
     WARMUP_CONF,
 )
@@ -321,15 +322,21 @@ Executors of their own only (a local master has one, the driver), and only where
 on (`WARMUP_CONF` above 0): otherwise every stage would carry an exclude list for nothing."""
 
 
-def _seconds(text: str) -> float:
-    """`WARMUP_CONF`'s seconds, or one sentence naming the setting (the executors would fail on it)."""
+def _seconds(text: str, key: str = WARMUP_CONF) -> float:
+    """A warm-up setting's seconds (`WARMUP_CONF`, `START_WARMUP_CONF`), or one sentence naming
+    the setting (the executors would fail on the first)."""
     try:
         seconds = float(text)
     except ValueError:
         seconds = -1.0
     if not seconds >= 0:  # NaN too
-        raise ValueError(f"--conf {WARMUP_CONF}={text!r}: give seconds, 0 or more (0: no warm-up).")
+        raise ValueError(f"--conf {key}={text!r}: give seconds, 0 or more (0: no warm-up).")
     return seconds
+
+
+def start_warmup_seconds(extra: dict[str, str]) -> float:
+    """How long the runtime warms up before it serves (`START_WARMUP_CONF`; unset: 0, not at all)."""
+    return _seconds(extra.get(START_WARMUP_CONF, "0"), START_WARMUP_CONF)
 
 
 def async_progress_ms(text: str | None) -> int:
@@ -348,6 +355,7 @@ def async_progress_ms(text: str | None) -> int:
 def check_settings(extra: dict[str, str]) -> None:
     """Sluice's own settings among the runtime's `--conf`, each refused in one sentence before Spark starts."""
     _seconds(extra.get(WARMUP_CONF, "0"))
+    start_warmup_seconds(extra)
     async_progress_ms(extra.get(ASYNC_PROGRESS_CONF))
     executor_jit(extra)
     driver_gc(extra)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
 import time
 import urllib.error
@@ -181,6 +182,7 @@ def test_a_pool_runs_its_driver_and_executors_as_pods(release: NodeCluster) -> N
     pool = yaml.safe_load((ROOT / "examples" / "pool.yaml").read_text())
     pool["spec"]["executor"]["cpuRequest"] = "500m"
     pool["spec"]["executor"]["warmup"] = "30s"  # a joining executor warms up on bulk work first
+    pool["spec"]["startWarmup"] = "15s"  # the runtime warms its first executor before it serves
     pool["spec"].setdefault("driver", {})["cpuRequest"] = "500m"
     pool["spec"]["checkpoints"] = {"claimName": "shared-checkpoints"}
     node.kubectl("apply", "-f", "-", input=yaml.safe_dump(pool))
@@ -194,6 +196,11 @@ def test_a_pool_runs_its_driver_and_executors_as_pods(release: NodeCluster) -> N
     assert executors[0]["metadata"]["ownerReferences"][0]["name"] == driver[0]["metadata"]["name"]
     # and it registered with the driver: Spark's own executor list names it
     wait_for(lambda: registered_executors(node) == 1, timeout=60, what="the executor registered with the driver")
+    # it served only after its synthetic queries ran batches on that executor for the pool's startWarmup
+    said = node.kubectl("logs", "-n", NS, driver[0]["metadata"]["name"], "-c", "runtime").stdout
+    warmed = re.search(r"warmed for (\d+) s before serving: a critical filter ran (\d+) batches and a windowed "
+                       r"aggregation (\d+)", said)
+    assert warmed is not None and int(warmed[1]) >= 15 and int(warmed[2]) > 0 and int(warmed[3]) > 0, said[-2000:]
     wait_for(lambda: (get(node, "sp", POOL) or {}).get("status", {}).get("phase") == "Running", timeout=60,
              what="the pool Running")
     # the pods drop every capability: the priority lever in force is the one the node's RLIMIT_NICE

@@ -88,6 +88,8 @@ def test_what_the_node_target_cannot_run_is_refused_in_one_sentence() -> None:
             "--executor-jit: use some of tiered, c1, low, each once (got 'c1,c2').",
         ("--executor-warmup", "60s"):
             "--executor-warmup: only a pool's executors warm up before urgent work; add --target node.",
+        ("--start-warmup", "45s"):
+            "--start-warmup: only a pool's runtime warms up before it serves; add --target node.",
         ("--policies", "cameo,auto-lane", "--executors", "2"):
             "--executors: auto-lane runs its Real-time queries in an application of their own on local[*]; leave it "
             "out of --policies with --executors.",
@@ -128,6 +130,10 @@ def test_a_pool_for_real_time_queries_has_room_for_their_slots_and_asks_the_node
     assert parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path), "bench").spec.executor.warmup.seconds == 60
     off = parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path, warmup="0s"), "bench")
     assert isinstance(off, StreamingPool) and off.spec.executor.warmup.seconds == 0  # --executor-warmup 0s
+    assert "startWarmup" not in plain  # the pool's default, 45 s
+    cold = parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path, start_warmup="0s"), "bench")
+    assert isinstance(cold, StreamingPool) and cold.spec.startWarmup.seconds == 0  # --start-warmup 0s
+    assert parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path), "bench").spec.startWarmup.seconds == 45
 
 
 def test_the_harness_figure_beside_the_status_spans_the_same_minute() -> None:

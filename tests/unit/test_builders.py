@@ -145,3 +145,27 @@ def test_the_executors_jit_choice_reaches_the_runtime_as_its_setting_and_a_typo_
     assert f"{EXECUTOR_JIT_CONF}=c1" in args
     with pytest.raises(ValidationError, match="jit"):
         _pool(executor={"jit": "C2"})
+
+
+def test_the_pool_s_start_warm_up_reaches_the_runtime_in_seconds_and_a_long_one_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from sluice.api.constants import START_WARMUP_CONF
+
+    _, model = _pool()
+    assert spark_conf(model, "sluice-system")[START_WARMUP_CONF] == "45"  # the default
+    body, model = _pool(startWarmup="0s")
+    args = _driver(pool_objects(body, model, "sluice-system", "t"))["containers"][0]["args"]
+    assert f"{START_WARMUP_CONF}=0" in args  # off
+    with pytest.raises(ValidationError, match="longer than 5m"):
+        _pool(startWarmup="10m")
+
+
+def test_the_driver_is_not_restarted_while_its_start_s_warm_up_runs() -> None:
+    from sluice.operator.builders import STARTUP_PROBES
+
+    body, model = _pool(startWarmup="5m")
+    runtime = _driver(pool_objects(body, model, "sluice-system", "t"))["containers"][0]
+    startup = runtime["startupProbe"]  # liveness counts only once this passed
+    assert startup["httpGet"] == runtime["livenessProbe"]["httpGet"]
+    assert startup["periodSeconds"] * STARTUP_PROBES >= model.spec.startWarmup.seconds + 90 + 60  # + executor + Spark

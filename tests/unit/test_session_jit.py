@@ -164,6 +164,17 @@ def test_a_warm_up_setting_that_is_not_seconds_is_one_sentence_naming_it() -> No
             _seconds(bad)
 
 
+def test_the_start_warm_up_is_off_unless_set_and_a_bad_value_is_refused_before_spark_starts() -> None:
+    from sluice.api.constants import START_WARMUP_CONF
+    from sluice.runtime.session import start_warmup_seconds
+
+    assert start_warmup_seconds({}) == 0.0  # `sluice run` and local runtimes: no warm-up
+    assert start_warmup_seconds({START_WARMUP_CONF: "45"}) == 45.0
+    with pytest.raises(ValueError) as refused:
+        check_settings({START_WARMUP_CONF: "45s"})
+    assert str(refused.value) == f"--conf {START_WARMUP_CONF}='45s': give seconds, 0 or more (0: no warm-up)."
+
+
 def test_the_driver_s_collector_is_parallel_unless_the_runtime_s_setting_says_g1() -> None:
     from sluice.runtime.session import DRIVER_GC_CONF, DRIVER_GC_OPTIONS, driver_gc
 
