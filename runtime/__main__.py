@@ -32,6 +32,7 @@ from .session import (
     lane_sentence,
     start_warmup_seconds,
 )
+from .spark_calls import one_line
 
 START_EXECUTOR_S = 90.0
 """How long the start's warm-up waits for the pool's first executor pod to register (its image is
@@ -129,7 +130,10 @@ def main(argv: list[str] | None = None) -> None:
             print(f"sluice runtime: no executor registered within {START_EXECUTOR_S:.0f} s; serving unwarmed.", flush=True)
         else:
             slots = int(extra.get("spark.executor.cores", "1")) if on_pods else lane.slots
-            print(f"sluice runtime: {start_warmup.run(host, slots, warm).sentence()}.", flush=True)
+            try:
+                print(f"sluice runtime: {start_warmup.run(host, slots, warm).sentence()}.", flush=True)
+            except Exception as error:  # a warm-up that fails must not keep the pool from serving
+                print(f"sluice runtime: the start's warm-up failed ({one_line(error)}); serving unwarmed.", flush=True)
     sidecar = f"{args.scheduler.rstrip('/')}/metrics" if args.scheduler.startswith("http") else None
     server = ServerThread(make_control_app(host, token, executors=scaler, scheduler_metrics=sidecar),
                           sock=control_sock).start()

@@ -3,9 +3,8 @@ common shapes through its own host for a bounded time, so its JVMs compile the b
 load that is nobody's.
 
 A pool's JVMs start cold: on a 2-core node their JIT compilers took 0.4-0.6 of the node's cores
-for the first 45-90 s of load, and the first tenant's critical filter, born with the pool, kept
-42-73% of its rows within SLA in the 5 s after the benchmark's 20 s warm-up against 97-100% from
-50 s on (docs/performance.md). The warm-up's two queries are StreamingQuery specs like any tenant's
+under load, and a critical filter born with the pool kept 44-47% of its rows within its 1 s SLA
+20-30 s into the load; with this warm-up first, 98-100% (docs/performance.md, "Warm at start"). The warm-up's two queries are StreamingQuery specs like any tenant's
 (parsed by the same model, hosted, gated and measured by the same code): a critical filter on a
 `rate` source at a 200 ms trigger and a windowed aggregation with a watermark, a shuffle and state
 at 1 s, both into `noop`. They are stopped and their checkpoints deleted before the API answers,
@@ -31,8 +30,7 @@ FILTER_RATE = 1000
 AGGREGATE_RATE = 5000
 """Rows a second into the aggregation, over `KEYS` keys: a bulk tenant's state and shuffle."""
 KEYS = 5000
-
-
+"""Distinct keys of the aggregation: its state's rows per window."""
 POOL = "warm-start"
 """The synthetic queries' `spec.pool` (the host hosts what it is given; the name is only said)."""
 
