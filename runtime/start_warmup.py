@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sluice.api.constants import API_VERSION
 from sluice.api.query import StreamingQuery
 
 TENANT = "sluice-warm-start"
@@ -45,7 +46,7 @@ def queries(pool: str, cores: int) -> list[StreamingQuery]:
     def query(name: str, rate: int, pipeline: list[dict[str, Any]], sla: str, critical: bool,
               trigger: str) -> StreamingQuery:
         return StreamingQuery.model_validate({
-            "apiVersion": "sluice.dev/v1alpha1", "kind": "StreamingQuery",
+            "apiVersion": API_VERSION, "kind": "StreamingQuery",
             "metadata": {"name": name, "namespace": TENANT},
             "spec": {"pool": pool, "source": {"type": "rate", "rowsPerSecond": rate, "numPartitions": parts},
                      "pipeline": columns + pipeline, "sink": {"type": "noop"},

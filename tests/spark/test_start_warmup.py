@@ -6,9 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sluice.runtime import start_warmup
 from sluice.scheduler.core import Scheduler
 from sluice.scheduler.local import LocalScheduler
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def test_the_start_warmup_runs_both_queries_and_leaves_nothing_behind(host_factory: Any, tmp_path: Path) -> None:
@@ -25,20 +29,3 @@ def test_the_start_warmup_runs_both_queries_and_leaves_nothing_behind(host_facto
     assert exported("sluice_runtime_query_up", {"tenant": start_warmup.TENANT, "query": "filter"}) is None
     assert exported("sluice_runtime_batches_total", {"tenant": start_warmup.TENANT, "query": "aggregate"}) is None
 
-
-def test_the_warmup_waits_for_an_executor_within_its_bound() -> None:
-    clock = [0.0]
-    seen = iter([OSError("status API not up"), [], ["exec-1"]])
-
-    def executors() -> list[Any]:
-        got = next(seen)
-        if isinstance(got, Exception):
-            raise got
-        return got
-
-    def sleep(s: float) -> None:
-        clock[0] += s
-
-    assert start_warmup.wait_for_executor(executors, 10.0, lambda: clock[0], sleep)
-    assert clock[0] == 2.0
-    assert not start_warmup.wait_for_executor(lambda: [], 3.0, lambda: clock[0], sleep)
