@@ -129,9 +129,8 @@ def main(argv: list[str] | None = None) -> None:
         if on_pods and not start_warmup.wait_for_executor(scaler.executors, START_EXECUTOR_S):
             print(f"sluice runtime: no executor registered within {START_EXECUTOR_S:.0f} s; serving unwarmed.", flush=True)
         else:
-            slots = int(extra.get("spark.executor.cores", "1")) if on_pods else lane.slots
-            try:
-                print(f"sluice runtime: {start_warmup.run(host, slots, warm).sentence()}.", flush=True)
+            try:  # its sources split by Spark's task slots (on pods, the lane's in each executor)
+                print(f"sluice runtime: {start_warmup.run(host, lane.slots, warm).sentence()}.", flush=True)
             except Exception as error:  # a warm-up that fails must not keep the pool from serving
                 print(f"sluice runtime: the start's warm-up failed ({one_line(error)}); serving unwarmed.", flush=True)
     sidecar = f"{args.scheduler.rstrip('/')}/metrics" if args.scheduler.startswith("http") else None

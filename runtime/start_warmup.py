@@ -36,9 +36,9 @@ POOL = "warm-start"
 """The synthetic queries' `spec.pool` (the host hosts what it is given; the name is only said)."""
 
 
-def queries(pool: str, cores: int) -> list[StreamingQuery]:
-    """The warm-up's two queries for a pool whose executors have `cores` task slots in all."""
-    parts = max(cores, 1)
+def queries(pool: str, slots: int) -> list[StreamingQuery]:
+    """The warm-up's two queries, their sources split in the runtime's `slots` (Spark's task slots)."""
+    parts = max(slots, 1)
     columns: list[dict[str, Any]] = [
         {"withColumn": {"name": "key", "expr": f"concat('k', CAST(value % {KEYS} AS STRING))"}},
         {"withColumn": {"name": "amount", "expr": "CAST((value * 7919) % 1000 AS DOUBLE)"}}]
@@ -96,11 +96,11 @@ class Warmed:
                 f"{self.batches.get('aggregate', 0)} on synthetic rows")
 
 
-def run(host: Any, cores: int, seconds: float, clock: Callable[[], float] = time.monotonic,
+def run(host: Any, slots: int, seconds: float, clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep) -> Warmed:
     """Host the warm-up's queries for `seconds`, then remove them with their checkpoints."""
     started = clock()
-    chosen = queries(POOL, cores)
+    chosen = queries(POOL, slots)
     batches: dict[str, int] = {}
     try:
         for q in chosen:

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 def test_the_start_warmup_runs_both_queries_and_leaves_nothing_behind(host_factory: Any, tmp_path: Path) -> None:
     checkpoints = tmp_path / "checkpoints"
     host = host_factory(LocalScheduler(Scheduler("cameo", capacity=2)), checkpoints=checkpoints)
-    warmed = start_warmup.run(host, cores=2, seconds=12.0)
+    warmed = start_warmup.run(host, slots=2, seconds=12.0)
     assert warmed.batches["filter"] >= 5, warmed  # a 200 ms trigger over 12 s on a cold local JVM
     assert warmed.batches["aggregate"] >= 2, warmed
     assert 12.0 <= warmed.seconds < 30.0
