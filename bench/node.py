@@ -418,7 +418,6 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
     machine = cpu.use()
     machine["placement"] = placement.record(sides, placement.cpu_seconds(), machine["seconds"])
     poll()
-    scaled = scalings(pool.target, pool.name, ready)  # after the load: kubectl forks no process during it
     loaded = dict(statuses)  # each query's status as the load stops: its costs fitted on the load's batches
     users = {key: _shown_status(pool.target.get("sq", key.split("/")[1], "-n", key.split("/")[0]))
              for key in batches}  # what `kubectl get sq` says as the load stops
@@ -430,6 +429,9 @@ def _measure(scenario: Scenario, queries: list[StreamingQuery], policy: str, poo
         if all(int(statuses.get(k, {}).get("rows", 0)) >= int(sent.get(k, {}).get("sent", 0)) for k in batches):
             break
     poll()
+    # read after the drain, the last join seen: kubectl forks no process during the load, and a
+    # scaling decided as the load stopped (its executor joining in the drain) is counted
+    scaled = scalings(pool.target, pool.name, ready)
     report: dict[str, Any] = {"policy": policy, "target": "node", "gate": "sidecar", "started_at": ready, "queries": {}, "sent": sent,
                               "executors": pool.executors,
                               "joins": sorted(round(at - ready, 1) for at in pool.joined.values() if at > ready),
