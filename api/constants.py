@@ -89,6 +89,13 @@ EXECUTOR_JIT: Final[ExecutorJit] = "tiered"
 """The default (docs/performance.md, "JVM start")."""
 EXECUTOR_JIT_CONF: Final = "spark.sluice.executor.jit"
 """The Spark setting a pool's `spec.executor.jit` becomes."""
+URGENT_RESERVE_CONF: Final = "spark.sluice.urgentReserve"
+"""The Spark setting a pool's `spec.executor.urgentReserve` becomes (`UrgentLane.URGENT_RESERVE`
+in the sink jar): bulk turns an executor holds back while urgent tasks run in it, where its
+threads have no priorities."""
+URGENT_RESERVE: Final = 1
+"""A pool's default `spec.executor.urgentReserve` (docs/performance.md, "A core held for urgent
+work")."""
 
 ASYNC_PROGRESS_CONF: Final = "spark.sluice.asyncProgress.intervalMs"
 """The Spark setting for Spark's async progress tracking on the queries that allow it (stateless,

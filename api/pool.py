@@ -13,6 +13,7 @@ from .constants import (
     EXECUTOR_JIT,
     EXECUTOR_WARMUP,
     START_WARMUP,
+    URGENT_RESERVE,
     ApiVersion,
     ExecutorJit,
     Policy,
@@ -72,6 +73,12 @@ class ExecutorShape(Model):
     its compilers quiet); at most 5m, '0s': off. On a 2-core node under load a join then cost the
     1 s filter under a point in the 30 s after it, against a 5-6 s stall on the cold JVM without
     (docs/performance.md, "Joins under load")."""
+    urgentReserve: int = Field(default=URGENT_RESERVE, ge=0, le=63)
+    """Gated policies on nodes that give threads no priorities (pods have no CAP_SYS_NICE): while
+    urgent tasks run in an executor, and for a second after, its bulk tasks take this many turns
+    fewer (never fewer than one), so a critical query's next batch finds a core no new bulk task
+    took. 0: off. Bulk work loses up to that many cores of each executor while critical queries
+    run (docs/performance.md, "A core held for urgent work")."""
     jit: ExecutorJit = EXECUTOR_JIT
     """The executor JVMs' JIT compilers: `tiered` (HotSpot's default: C1, then C2 for hot code),
     `c1` (C1 alone: a new executor compiles for less CPU, and runs hot loops slower) or `low` (the

@@ -21,6 +21,7 @@ from sluice.api.constants import (
     OPERATOR_POD_LABEL,
     SCHEDULER_PORT,
     START_WARMUP_CONF,
+    URGENT_RESERVE_CONF,
     WARMUP_CONF,
 )
 from sluice.api.pool import StreamingPool
@@ -142,6 +143,7 @@ def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
         WARMUP_CONF: f"{executor.warmup.seconds:g}",
         START_WARMUP_CONF: f"{model.spec.startWarmup.seconds:g}",
         EXECUTOR_JIT_CONF: executor.jit,
+        URGENT_RESERVE_CONF: str(executor.urgentReserve),
         "spark.executor.instances": str(initial),
         "spark.dynamicAllocation.enabled": "false",
         "spark.scheduler.mode": "FAIR" if model.spec.policy != "fifo" else "FIFO",

@@ -23,6 +23,7 @@ from sluice.api.constants import (
     EXECUTOR_JITS,
     START_WARMUP_CONF,
     URGENT_LANE_CHOICES,
+    URGENT_RESERVE_CONF,
     WARMUP_CONF,
 )
 from sluice.api.pool import PoolPriority
@@ -239,6 +240,9 @@ class Lane:
     """The most bulk-band tasks that run at once (0: no turns)."""
     slots: int
     """Task slots of a local master for micro-batches."""
+    reserve: int = 0
+    """Bulk turns each executor holds back while urgent tasks run in it, where its threads have
+    no priorities (`UrgentLane.URGENT_RESERVE`; executor pods only)."""
 
 
 LANE_CHOICES = URGENT_LANE_CHOICES
@@ -281,7 +285,10 @@ def executor_lane(gated: bool, conf: dict[str, str]) -> tuple[Lane, dict[str, st
     changed = {EXECUTOR_CORES: str(cores * LANE_SLOTS_PER_CORE),
                EXECUTOR_REQUEST: conf.get(EXECUTOR_REQUEST, str(cores)),
                "spark.default.parallelism": str(cores * _whole(conf, EXECUTOR_INSTANCES))}
-    return Lane(on, cores, cores * LANE_SLOTS_PER_CORE), changed
+    held = conf.get(URGENT_RESERVE_CONF, "0")
+    if not held.isdigit():
+        raise ValueError(f"--conf {URGENT_RESERVE_CONF}={held!r}: give a whole number of turns, 0 or more.")
+    return Lane(on, cores, cores * LANE_SLOTS_PER_CORE, min(int(held), cores - 1)), changed
 
 
 def _whole(conf: dict[str, str], key: str) -> int:
@@ -301,6 +308,8 @@ def lane_sentence(lane: Lane, gated: bool, lever: PoolPriority) -> str:
         return f"off: {LANE_ENV}=0, or the runtime has no Sluice sink jar"
     turns = ("bulk tasks take turns, one a core" if lane.bulk_tasks else
              "urgent bands only, no bulk turns (turns need a local master or executor pods)")
+    if lane.bulk_tasks and lane.reserve and lever.mechanism not in ("threadNice", "bulkNice"):
+        turns += f", {lane.reserve} fewer in an executor while urgent tasks run there"
     said = {"threadNice": "urgent threads at nice -5", "bulkNice": "bulk threads at nice 4 while they run"}
     return f"on: {turns}; {said.get(lever.mechanism, 'no thread priorities')} ({lever.reason})"
 

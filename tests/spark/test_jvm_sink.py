@@ -282,3 +282,81 @@ def test_an_executor_jvm_finds_the_lever_the_kernel_allows(capability: bool, mec
     assert said.split(":")[0] == mechanism, said
     if not capability:
         assert "runs at nice 0, not -5" in said and "not 0 (it needs RLIMIT_NICE 20)" in said, said
+
+
+RESERVE_SCRIPT = """
+import json, sys, threading, time
+from pathlib import Path
+from sluice.api.constants import URGENT_RESERVE_CONF
+from sluice.runtime import jvm_sink
+from sluice.runtime.session import SessionConfig, build_session
+
+spark = build_session(SessionConfig(master="local[8]", urgent_lane=True, bulk_tasks=2, workdir=Path(sys.argv[1]),
+                                    extra={URGENT_RESERVE_CONF: "1"}))
+sc = spark.sparkContext
+lane = sc._jvm.dev.sluice.sink.UrgentLane
+out = {"status": jvm_sink.lane_status(spark)}
+
+
+def run(pool, tasks, ms):
+    sc.setLocalProperty("spark.scheduler.pool", pool)
+    spark.range(0, tasks, 1, tasks).selectExpr(f"reflect('java.lang.Thread', 'sleep', cast({ms} as long))").collect()
+    sc.setLocalProperty("spark.scheduler.pool", None)
+
+
+run("band7", 4, 0)  # the JVM's lane started, its code warm
+# fourteen 0.5 s bulk tasks, two turns; once two run, one urgent task of 1.2 s: the bulk tasks'
+# count sampled every 10 ms, with the urgent task's start and end
+worker = threading.Thread(target=run, args=("band7", 14, 500))
+worker.start()
+while lane.bulkRunning() < 2:
+    time.sleep(0.005)
+samples = []
+stop = threading.Event()
+
+
+def sample():
+    while not stop.is_set():
+        samples.append((time.time(), lane.bulkRunning()))
+        time.sleep(0.01)
+
+
+sampler = threading.Thread(target=sample)
+sampler.start()
+began = time.time()
+run("band0", 1, 1200)
+ended = time.time()
+worker.join()
+stop.set()
+sampler.join()
+out.update(began=began, ended=ended, samples=samples)
+spark.stop()
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_without_thread_priorities_an_executor_holds_a_bulk_turn_back_while_urgent_tasks_run(
+        tmp_path: Path) -> None:
+    """`UrgentLane` with `spark.sluice.urgentReserve` 1 in a JVM that may not change a thread's
+    priority (CAP_SYS_NICE dropped, as in a pool pod): two bulk turns. Once an urgent task starts,
+    no new bulk task takes the second turn: from when the two running bulk tasks (0.5 s each) have
+    ended until a second after the urgent one (1.2 s) ends, one bulk task runs at a time; once that
+    second has passed, two run again. (As root, with priorities, nothing is held back: the lane
+    test above runs two at a time beside urgent tasks.)"""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    drop = ["setpriv", "--bounding-set=-sys_nice", "--inh-caps=-sys_nice", "--"]
+    proc = subprocess.run([*drop, sys.executable, "-c", RESERVE_SCRIPT, str(tmp_path)], capture_output=True,
+                          text=True, timeout=240, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    out = json.loads(lines[-1].removeprefix("RESULT "))
+    assert out["status"] != "on" and "runs at nice 0, not -5" in out["status"], out["status"]
+    began, ended, samples = out["began"], out["ended"], out["samples"]
+    held = [n for t, n in samples if began + 0.9 <= t <= ended + 0.7]
+    assert held and max(held) == 1, held
+    after = [n for t, n in samples if t >= ended + 1.2]
+    assert 2 in after, after

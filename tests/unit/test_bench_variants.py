@@ -90,6 +90,8 @@ def test_what_the_node_target_cannot_run_is_refused_in_one_sentence() -> None:
             "--executor-warmup: only a pool's executors warm up before urgent work; add --target node.",
         ("--start-warmup", "45s"):
             "--start-warmup: only a pool's runtime warms up before it serves; add --target node.",
+        ("--urgent-reserve", "0"):
+            "--urgent-reserve: only a pool's executor pods hold bulk turns back; add --target node.",
         ("--policies", "cameo,auto-lane", "--executors", "2"):
             "--executors: auto-lane runs its Real-time queries in an application of their own on local[*]; leave it "
             "out of --policies with --executors.",
@@ -133,6 +135,9 @@ def test_a_pool_for_real_time_queries_has_room_for_their_slots_and_asks_the_node
     assert "startWarmup" not in plain  # the pool's default, 45 s
     cold = parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path, start_warmup="0s"), "bench")
     assert isinstance(cold, StreamingPool) and cold.spec.startWarmup.seconds == 0  # --start-warmup 0s
+    assert "urgentReserve" not in plain["executor"]  # the pool's default, 1
+    unheld = parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path, urgent_reserve=0), "bench")
+    assert isinstance(unheld, StreamingPool) and unheld.spec.executor.urgentReserve == 0  # --urgent-reserve 0
     assert parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path), "bench").spec.startWarmup.seconds == 45
 
 

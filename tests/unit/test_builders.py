@@ -147,6 +147,20 @@ def test_the_executors_jit_choice_reaches_the_runtime_as_its_setting_and_a_typo_
         _pool(executor={"jit": "C2"})
 
 
+def test_the_executors_urgent_reserve_reaches_the_runtime_as_its_setting() -> None:
+    from pydantic import ValidationError
+
+    from sluice.api.constants import URGENT_RESERVE, URGENT_RESERVE_CONF
+    from sluice.operator.builders import spark_conf
+
+    _, model = _pool()
+    assert spark_conf(model, "sluice-system")[URGENT_RESERVE_CONF] == str(URGENT_RESERVE) == "1"
+    _, model = _pool(executor={"urgentReserve": 0})
+    assert spark_conf(model, "sluice-system")[URGENT_RESERVE_CONF] == "0"
+    with pytest.raises(ValidationError, match="urgentReserve"):
+        _pool(executor={"urgentReserve": -1})
+
+
 def test_the_pool_s_start_warm_up_reaches_the_runtime_in_seconds_and_a_long_one_is_refused() -> None:
     from pydantic import ValidationError
 

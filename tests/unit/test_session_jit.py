@@ -103,6 +103,10 @@ def test_the_lane_sentence_says_which_priority_lever_is_in_force() -> None:
         "on: bulk tasks take turns, one a core; urgent threads at nice -5 ()")
     assert lane_sentence(pods, True, PoolPriority(mechanism="bulkNice", reason="r")).endswith(
         "bulk threads at nice 4 while they run (r)")
+    held = Lane(on=True, bulk_tasks=2, slots=16, reserve=1)
+    assert lane_sentence(held, True, weight).startswith(
+        "on: bulk tasks take turns, one a core, 1 fewer in an executor while urgent tasks run there; ")
+    assert "fewer" not in lane_sentence(held, True, PoolPriority(mechanism="threadNice"))  # priorities do it
     assert lane_sentence(pods, False, weight).startswith("off: the policy has no gate")
     assert lane_sentence(Lane(on=False, bulk_tasks=0, slots=2), True, weight).startswith("off: SLUICE_URGENT_LANE=0")
 
@@ -112,6 +116,7 @@ def test_on_executor_pods_each_executor_gets_the_lanes_slots_and_turns_and_asks_
     """`executor_lane`: a gated pool of 2-core executors runs 16 slots and 2 bulk turns in each
     executor JVM; the pod's CPU request stays the pool's (cpuRequest, else its cores), and RDDs split
     by the pool's cores, not by its slots."""
+    from sluice.api.constants import URGENT_RESERVE_CONF
     from sluice.runtime import jvm_sink
     from sluice.runtime.session import LANE_ENV, Lane, executor_lane
 
@@ -124,6 +129,11 @@ def test_on_executor_pods_each_executor_gets_the_lanes_slots_and_turns_and_asks_
         "spark.default.parallelism": "6"})
     lane, changed = executor_lane(True, conf | {"spark.kubernetes.executor.request.cores": "500m"})
     assert changed["spark.kubernetes.executor.request.cores"] == "500m" and lane.bulk_tasks == 2
+    # the turns held back while urgent tasks run: at most all but one of an executor's
+    assert executor_lane(True, conf | {URGENT_RESERVE_CONF: "1"})[0] == Lane(True, 2, 16, 1)
+    assert executor_lane(True, conf | {URGENT_RESERVE_CONF: "5"})[0].reserve == 1
+    with pytest.raises(ValueError, match=rf"^--conf {URGENT_RESERVE_CONF}='-1': give a whole number"):
+        executor_lane(True, conf | {URGENT_RESERVE_CONF: "-1"})
     # fifo and fair (no gate) and the knob: Spark's own slots, nothing changed
     assert executor_lane(False, conf) == (Lane(False, 0, 2), {})
     monkeypatch.setenv(LANE_ENV, "0")

@@ -53,6 +53,12 @@ import org.apache.spark.api.plugin.SparkPlugin;
  *       it is summed per batch (its jobs' description) and taken by its commit ({@link
  *       #takeTurnWait}) where the tasks run in the driver's JVM, so the work fit can tell it from
  *       the tasks' own time off the CPU.
+ *   <li><b>A turn held back</b> ({@link #URGENT_RESERVE}, executor pods). Where the node gives no
+ *       thread priorities, an urgent task shares its cores evenly with every bulk task running
+ *       beside it. While urgent tasks run in this JVM, and for {@link #URGENT_HOLD_MS} after the
+ *       last one ends, the bulk bands get that many turns fewer (never fewer than one), so a
+ *       critical query's next batch finds a core no new bulk task took. A bulk task already
+ *       running keeps its turn: Spark pre-empts none.
  *   <li><b>Warm before work</b> ({@link Warmup}): an executor that joins takes no urgent task
  *       until the bulk bands' tasks have warmed its JVM.
  * </ul>
@@ -61,6 +67,9 @@ public final class UrgentLane implements SparkPlugin {
   public static final String URGENT_POOLS = "spark.sluice.urgentPools";
   public static final String BULK_TASKS = "spark.sluice.bulkTasks";
   public static final String BULK_POOLS = "spark.sluice.bulkPools";
+  public static final String URGENT_RESERVE = "spark.sluice.urgentReserve";
+  /** How long after an urgent task ends its JVM still holds the turns back: about a tight trigger's gap. */
+  static final long URGENT_HOLD_MS = 1000;
   static final int RAISED_NICE = -5;
   /** Nice of a thread at Java priority 1 under ThreadPriorityPolicy=1: a bulk task's, where raising is refused. */
   static final int LOWERED_NICE = 4;
@@ -75,6 +84,7 @@ public final class UrgentLane implements SparkPlugin {
   private static volatile String why = "not started";
   private static volatile boolean started;
   private static final ThreadLocal<Boolean> WAITED = ThreadLocal.withInitial(() -> false);
+  private static final ThreadLocal<Boolean> URGENT_TASK = ThreadLocal.withInitial(() -> false);
   /** Nanoseconds bulk tasks waited for a turn, by their job's description (one a batch). */
   private static final Map<String, Long> TURN_WAITS = new ConcurrentHashMap<>();
   /** Batches whose waits are kept at most: one whose commit never comes is dropped with the rest. */
@@ -148,6 +158,10 @@ public final class UrgentLane implements SparkPlugin {
     String lowered = raising ? null : trial(Thread.MIN_PRIORITY, LOWERED_NICE);
     lowering = !raising && lowered == null;
     mechanism = raising ? "threadNice" : lowering ? "bulkNice" : "none";
+    int held = conf.getInt(URGENT_RESERVE, 0);
+    if (bulk != null && !raising && !lowering && held > 0) {
+      bulk.holdBack(held, URGENT_HOLD_MS);
+    }
     why = raising ? "on" : lowering ? "bulk tasks lowered: " + refused : refused + "; " + lowered;
     if (!raising) {
       System.err.println("sluice: urgent tasks run at the normal CPU priority: " + why);
@@ -178,6 +192,10 @@ public final class UrgentLane implements SparkPlugin {
     boolean isUrgent = pool != null && pools.contains(pool);
     Turns turns = bulk;
     Integer rank = pool == null ? null : bulkRanks.get(pool);
+    if (turns != null && isUrgent) {
+      turns.urgentStarted();
+      URGENT_TASK.set(true);
+    }
     if (turns != null && rank != null) {
       try {
         long asked = System.nanoTime();
@@ -202,6 +220,10 @@ public final class UrgentLane implements SparkPlugin {
     if (WAITED.get()) {
       WAITED.set(false);
       bulk.release();
+    }
+    if (URGENT_TASK.get()) {
+      URGENT_TASK.set(false);
+      bulk.urgentEnded();
     }
     prioritize(false);
   }
@@ -301,6 +323,12 @@ public final class UrgentLane implements SparkPlugin {
     return waited == null ? 0 : waited;
   }
 
+  /** Bulk tasks running with a turn now, or -1 without a cap. */
+  public static int bulkRunning() {
+    Turns turns = bulk;
+    return turns == null ? -1 : turns.running();
+  }
+
   /** Bulk tasks waiting for their turn now, or -1 without a cap. */
   public static int bulkWaiting() {
     Turns turns = bulk;
@@ -308,12 +336,17 @@ public final class UrgentLane implements SparkPlugin {
   }
 
   /**
-   * At most {@code permits} holders at once; a freed turn goes to the waiter of the lowest rank,
-   * then to the one that came first. (A {@link java.util.concurrent.Semaphore} serves arrival
-   * order alone.) A task thread killed while it waits leaves the queue.
+   * At most {@code permits} holders at once, {@code held} fewer while urgent work is on ({@link
+   * #holdBack}); a freed turn goes to the waiter of the lowest rank, then to the one that came
+   * first. (A {@link java.util.concurrent.Semaphore} serves arrival order alone.) A task thread
+   * killed while it waits leaves the queue.
    */
   static final class Turns {
     private final int permits;
+    private int held;
+    private long holdNanos;
+    private int urgentRunning;
+    private long urgentUntil;
     private int running;
     private long arrivals;
     private final PriorityQueue<long[]> waiters =
@@ -323,16 +356,48 @@ public final class UrgentLane implements SparkPlugin {
       this.permits = permits;
     }
 
+    /** While urgent tasks run, and for {@code holdMs} after the last ends, {@code turns} fewer (at least one). */
+    synchronized void holdBack(int turns, long holdMs) {
+      held = turns;
+      holdNanos = holdMs * 1_000_000L;
+    }
+
+    synchronized void urgentStarted() {
+      urgentRunning++;
+    }
+
+    synchronized void urgentEnded() {
+      urgentRunning = Math.max(urgentRunning - 1, 0);
+      urgentUntil = System.nanoTime() + holdNanos;
+      notifyAll(); // waiters now wait for the hold's end
+    }
+
+    /** Turns open now, and the nanoseconds until that count may rise on its own (0: not before a call). */
+    private long[] open(long now) {
+      if (held == 0 || (urgentRunning == 0 && now - urgentUntil >= 0)) {
+        return new long[] {permits, 0};
+      }
+      return new long[] {Math.max(permits - held, 1), urgentRunning > 0 ? 0 : urgentUntil - now};
+    }
+
     synchronized void acquire(int rank) throws InterruptedException {
-      if (running < permits && waiters.isEmpty()) {
+      if (running < open(System.nanoTime())[0] && waiters.isEmpty()) {
         running++;
         return;
       }
       long[] self = {rank, arrivals++};
       waiters.add(self);
       try {
-        while (running >= permits || waiters.peek() != self) {
-          wait();
+        while (true) {
+          long[] now = open(System.nanoTime());
+          if (running < now[0] && waiters.peek() == self) {
+            break;
+          }
+          if (now[1] > 0) { // the hold ends on its own: look again then
+            wait(now[1] / 1_000_000L + 1);
+          } else {
+            wait();
+          }
         }
       } catch (InterruptedException killed) {
         waiters.remove(self);
@@ -341,9 +406,14 @@ public final class UrgentLane implements SparkPlugin {
       }
       waiters.poll();
       running++;
-      if (running < permits && !waiters.isEmpty()) {
+      if (!waiters.isEmpty()) {
         notifyAll();
       }
+    }
+
+    /** Bulk tasks holding a turn now. */
+    synchronized int running() {
+      return running;
     }
 
     synchronized void release() {
