@@ -93,9 +93,9 @@ URGENT_RESERVE_CONF: Final = "spark.sluice.urgentReserve"
 """The Spark setting a pool's `spec.executor.urgentReserve` becomes (`UrgentLane.URGENT_RESERVE`
 in the sink jar): bulk turns an executor holds back while urgent tasks run in it, where its
 threads have no priorities."""
-URGENT_RESERVE: Final = 1
-"""A pool's default `spec.executor.urgentReserve` (docs/performance.md, "A core held for urgent
-work")."""
+URGENT_RESERVE: Final = 0
+"""A pool's default `spec.executor.urgentReserve`: off, as it costs bulk queries their SLAs
+(docs/performance.md, "A bulk turn held back")."""
 
 ASYNC_PROGRESS_CONF: Final = "spark.sluice.asyncProgress.intervalMs"
 """The Spark setting for Spark's async progress tracking on the queries that allow it (stateless,

@@ -135,9 +135,9 @@ def test_a_pool_for_real_time_queries_has_room_for_their_slots_and_asks_the_node
     assert "startWarmup" not in plain  # the pool's default, 45 s
     cold = parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path, start_warmup="0s"), "bench")
     assert isinstance(cold, StreamingPool) and cold.spec.startWarmup.seconds == 0  # --start-warmup 0s
-    assert "urgentReserve" not in plain["executor"]  # the pool's default, 1
-    unheld = parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path, urgent_reserve=0), "bench")
-    assert isinstance(unheld, StreamingPool) and unheld.spec.executor.urgentReserve == 0  # --urgent-reserve 0
+    assert "urgentReserve" not in plain["executor"]  # the pool's default, 0
+    held = parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path, urgent_reserve=1), "bench")
+    assert isinstance(held, StreamingPool) and held.spec.executor.urgentReserve == 1  # --urgent-reserve 1
     assert parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path), "bench").spec.startWarmup.seconds == 45
 
 

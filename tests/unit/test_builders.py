@@ -154,9 +154,9 @@ def test_the_executors_urgent_reserve_reaches_the_runtime_as_its_setting() -> No
     from sluice.operator.builders import spark_conf
 
     _, model = _pool()
-    assert spark_conf(model, "sluice-system")[URGENT_RESERVE_CONF] == str(URGENT_RESERVE) == "1"
-    _, model = _pool(executor={"urgentReserve": 0})
-    assert spark_conf(model, "sluice-system")[URGENT_RESERVE_CONF] == "0"
+    assert spark_conf(model, "sluice-system")[URGENT_RESERVE_CONF] == str(URGENT_RESERVE) == "0"  # off
+    _, model = _pool(executor={"urgentReserve": 1})
+    assert spark_conf(model, "sluice-system")[URGENT_RESERVE_CONF] == "1"
     with pytest.raises(ValidationError, match="urgentReserve"):
         _pool(executor={"urgentReserve": -1})
 

@@ -190,7 +190,7 @@ def bench_overhead(ctx: click.Context, rounds: int, seconds: float, old_seconds:
                    "before it serves; 0s: off); default: the pool's (45s).")
 @click.option("--urgent-reserve", type=click.IntRange(0, 63),
               help="Node target: every pool's spec.executor.urgentReserve (bulk turns an executor holds back while "
-                   "urgent tasks run in it, without thread priorities; 0: off); default: the pool's (1).")
+                   "urgent tasks run in it, without thread priorities; 0: off); default: the pool's (0).")
 @json_option
 @calibrate_option
 @URGENT_LANE_OPTION
