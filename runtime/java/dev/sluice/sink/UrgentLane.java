@@ -329,6 +329,12 @@ public final class UrgentLane implements SparkPlugin {
     return turns == null ? -1 : turns.running();
   }
 
+  /** Urgent tasks running now as the turns count them, or -1 without a cap. */
+  public static int urgentRunning() {
+    Turns turns = bulk;
+    return turns == null ? -1 : turns.urgentRunning();
+  }
+
   /** Bulk tasks waiting for their turn now, or -1 without a cap. */
   public static int bulkWaiting() {
     Turns turns = bulk;
@@ -406,7 +412,7 @@ public final class UrgentLane implements SparkPlugin {
       }
       waiters.poll();
       running++;
-      if (!waiters.isEmpty()) {
+      if (running < open(System.nanoTime())[0] && !waiters.isEmpty()) {
         notifyAll();
       }
     }
@@ -414,6 +420,10 @@ public final class UrgentLane implements SparkPlugin {
     /** Bulk tasks holding a turn now. */
     synchronized int running() {
       return running;
+    }
+
+    synchronized int urgentRunning() {
+      return urgentRunning;
     }
 
     synchronized void release() {
