@@ -80,6 +80,8 @@ public final class UrgentLane implements SparkPlugin {
   private static volatile boolean raising;
   /** Bulk tasks' threads go to {@link #LOWERED_NICE} while they run (a thread may come back, not go above 0). */
   private static volatile boolean lowering;
+  /** Turns held back while urgent tasks run ({@link #URGENT_RESERVE}): only then are they counted. */
+  private static volatile boolean reserving;
   private static volatile String mechanism = "none";
   private static volatile String why = "not started";
   private static volatile boolean started;
@@ -161,6 +163,7 @@ public final class UrgentLane implements SparkPlugin {
     int held = conf.getInt(URGENT_RESERVE, 0);
     if (bulk != null && !raising && !lowering && held > 0) {
       bulk.holdBack(held, URGENT_HOLD_MS);
+      reserving = true;
     }
     why = raising ? "on" : lowering ? "bulk tasks lowered: " + refused : refused + "; " + lowered;
     if (!raising) {
@@ -192,7 +195,7 @@ public final class UrgentLane implements SparkPlugin {
     boolean isUrgent = pool != null && pools.contains(pool);
     Turns turns = bulk;
     Integer rank = pool == null ? null : bulkRanks.get(pool);
-    if (turns != null && isUrgent) {
+    if (turns != null && isUrgent && reserving) {
       turns.urgentStarted();
       URGENT_TASK.set(true);
     }
@@ -329,7 +332,7 @@ public final class UrgentLane implements SparkPlugin {
     return turns == null ? -1 : turns.running();
   }
 
-  /** Urgent tasks running now as the turns count them, or -1 without a cap. */
+  /** Urgent tasks running now, counted while turns are held back; -1 without a cap. */
   public static int urgentRunning() {
     Turns turns = bulk;
     return turns == null ? -1 : turns.urgentRunning();
