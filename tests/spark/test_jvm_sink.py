@@ -341,8 +341,9 @@ def test_without_thread_priorities_an_executor_holds_a_bulk_turn_back_while_urge
     priority (CAP_SYS_NICE dropped, as in a pool pod): two bulk turns. Once an urgent task starts,
     no new bulk task takes the second turn: from when the two running bulk tasks (0.5 s each) have
     ended until a second after the urgent one (1.2 s) ends, one bulk task runs at a time; once that
-    second has passed, two run again. (Times from the turns' own counts, sampled every 10 ms.) (As root, with priorities, nothing is held back: the lane
-    test above runs two at a time beside urgent tasks.)"""
+    second has passed, two run again. Times come from the turns' own counts, sampled every 10 ms.
+    (As root, with priorities, nothing is held back: the lane test above runs two at a time beside
+    urgent tasks.)"""
     import os
     import subprocess
     import sys
