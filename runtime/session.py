@@ -308,9 +308,9 @@ def lane_sentence(lane: Lane, gated: bool, lever: PoolPriority) -> str:
         return f"off: {LANE_ENV}=0, or the runtime has no Sluice sink jar"
     turns = ("bulk tasks take turns, one a core" if lane.bulk_tasks else
              "urgent bands only, no bulk turns (turns need a local master or executor pods)")
-    if lane.bulk_tasks and lane.reserve and lever.mechanism not in ("threadNice", "bulkNice"):
-        turns += f", {lane.reserve} fewer in an executor while urgent tasks run there"
     said = {"threadNice": "urgent threads at nice -5", "bulkNice": "bulk threads at nice 4 while they run"}
+    if lane.bulk_tasks and lane.reserve and lever.mechanism not in said:  # held back only without priorities
+        turns += f", {lane.reserve} fewer in an executor while urgent tasks run there"
     return f"on: {turns}; {said.get(lever.mechanism, 'no thread priorities')} ({lever.reason})"
 
 
