@@ -128,7 +128,7 @@ class Gate:
         pool = None if (self.scheduler is None and self.fixed_pool(hosted.spec) is None) else grant.band
         with self.lock:
             hosted.last_batch_started = entered
-            hosted.record_band(batch_id, grant.band)
+            hosted.record_band(batch_id, grant.band, entered + grant.waited, grant.slack, grant.waited)
             timeline = hosted.timeline(batch_id)
             timeline.gate_wait, timeline.gate_ask = grant.waited, coordination
         self.metrics.gate_wait.labels(*query_labels(hosted.query.key)).set(grant.waited)

@@ -94,6 +94,9 @@ class HostedQuery:
     bands: dict[str, int] = field(default_factory=dict)
     band_log: dict[int, str] = field(default_factory=dict)
     """batch id -> band, for the most recent batches."""
+    grant_log: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+    """batch id -> (when it was granted, its slack then, seconds it waited), for the batches of
+    `band_log`: what the band was chosen from (`sluice run --timeline` reports them)."""
     stages: dict[str, float] = field(default_factory=dict)
     """Useful task seconds per stage of the latest measured batch (from Spark's status API)."""
     stages_batch: int = -1
@@ -165,11 +168,15 @@ class HostedQuery:
         if leaving.rows > self.largest[smallest].rows:
             self.largest[smallest] = leaving
 
-    def record_band(self, batch_id: int, band: str) -> None:
+    def record_band(self, batch_id: int, band: str, granted: float = 0.0, slack: float = 0.0,
+                    waited: float = 0.0) -> None:
         self.bands[band] = self.bands.get(band, 0) + 1
         self.band_log[batch_id] = band
-        if len(self.band_log) > BAND_LOG:
-            del self.band_log[min(self.band_log)]
+        self.grant_log[batch_id] = (granted, slack, waited)
+        if len(self.band_log) > BAND_LOG:  # batch ids only grow: the first inserted is the oldest
+            oldest = next(iter(self.band_log))
+            del self.band_log[oldest]
+            self.grant_log.pop(oldest, None)
 
     def batch_costs(self, since: float = 0.0, warm: bool = False) -> list[tuple[int, float]]:
         """(input rows, seconds) of recent batches committed since `since` (`warm`: not its cold

@@ -219,9 +219,15 @@ def _run(queries: list[StreamingQuery], options: RunOptions, config: SessionConf
                              for part, samples in zip(("recent", "kept"), work.get(key, ([], [])), strict=True)},
         }
         if options.timeline:
-            window = host.queries[key].window
+            hosted = host.queries[key]
             per_query[key]["timeline"] = [
-                [round(b.committed - started, 3), b.rows, [round(x * 1000, 1) for x in b.latencies]] for b in window.batches
+                [round(b.committed - started, 3), b.rows, [round(x * 1000, 1) for x in b.latencies]]
+                for b in hosted.window.batches
+            ]
+            # each recent batch's grant: [seconds on the report's clock, batch id, band, slack s, waited s]
+            per_query[key]["grants"] = [
+                [round(granted - started, 3), batch, hosted.band_log[batch], round(slack, 3), round(waited, 3)]
+                for batch, (granted, slack, waited) in sorted(hosted.grant_log.items()) if batch in hosted.band_log
             ]
     return report
 

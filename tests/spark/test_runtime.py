@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sluice.api.constants import EXECUTOR_JIT_CONF
+from sluice.api.constants import BANDS, EXECUTOR_JIT_CONF
 from sluice.api.query import StreamingQuery, Trigger
 from sluice.api.wire import QueryStatus
 from sluice.runtime import jvm_sink
@@ -24,6 +24,7 @@ from sluice.runtime.host import QueryHost
 from sluice.runtime.priority import BULK_NICE
 from sluice.runtime.session import CHECKPOINT_MANAGER, EXECUTOR_JIT_ENV, JIT_ENV, driver_jit
 from sluice.scheduler import intervals
+from sluice.scheduler.bands import band_for_slack, band_name
 from sluice.scheduler.client import SchedulerClient
 from sluice.scheduler.core import Completion, Scheduler
 from sluice.scheduler.local import LocalScheduler
@@ -157,6 +158,12 @@ def test_batches_run_in_the_band_the_scheduler_chose(spark: Any, host_factory: A
     # the tight SLA lands in the most urgent band, the loose one in a low band
     assert set(urgent.band_log.values()) == {"band0"}
     assert max(bulk.band_log.values()) >= "band6"
+    # each band is the one the slack recorded with its grant earns (what `--timeline` reports)
+    for hosted in (urgent, bulk):
+        assert set(hosted.grant_log) == set(hosted.band_log)
+        for batch, (granted, slack, waited) in hosted.grant_log.items():
+            assert hosted.band_log[batch] == band_name(band_for_slack(slack, BANDS))
+            assert waited >= 0 and abs(granted - time.time()) < 600
     base = spark.sparkContext.uiWebUrl
     app = spark.sparkContext.applicationId
     stages = json.loads(urllib.request.urlopen(f"{base}/api/v1/applications/{app}/stages", timeout=10).read())

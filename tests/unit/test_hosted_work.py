@@ -10,7 +10,7 @@ import yaml
 
 from sluice.api.query import StreamingQuery
 from sluice.runtime.critical_path import BatchTimeline, StageSpan
-from sluice.runtime.hosted import LARGEST_KEPT, RECENT_BATCHES, HostedQuery, query_spec
+from sluice.runtime.hosted import BAND_LOG, LARGEST_KEPT, RECENT_BATCHES, HostedQuery, query_spec
 from sluice.runtime.latency import LatencyWindow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,3 +90,16 @@ def test_ds2_reads_a_query_s_batches_only_once_its_jvms_had_time_to_compile_its_
     warm = [b for b in range(6) if 10 * b >= RATES_WARMUP]  # committed at least RATES_WARMUP after the first
     assert warm == [5] and load.batches == 1  # the cold JVM's five are left out
     assert load.usefulSeconds == pytest.approx(0.05) and load.perBatch == [(1000, 0.05)]
+
+
+def test_the_band_log_keeps_the_most_recent_grants_with_the_slack_each_band_came_from() -> None:
+    query = hosted()
+    for batch in range(1, BAND_LOG + 6):
+        query.record_band(batch, f"band{batch % 8}", granted=1000.0 + batch, slack=batch / 10, waited=0.01)
+    query.record_band(BAND_LOG + 5, "band2", granted=2000.0, slack=-1.0, waited=0.5)  # the same batch asked again
+    assert len(query.band_log) == BAND_LOG
+    assert min(query.band_log) == 6 and max(query.band_log) == BAND_LOG + 5
+    assert list(query.grant_log) == list(query.band_log)
+    assert query.band_log[BAND_LOG + 5] == "band2" and query.grant_log[BAND_LOG + 5] == (2000.0, -1.0, 0.5)
+    assert query.grant_log[6] == (1006.0, 0.6, 0.01)
+    assert query.bands["band2"] == sum(1 for b in range(1, BAND_LOG + 6) if b % 8 == 2) + 1

@@ -20,7 +20,7 @@ from sluice.cli.common import DurationParam, fail, json_option, load_queries
 @click.option("--policy", type=click.Choice(POLICIES), help=f"Override the pool's policy (default {DEFAULT_POLICY}).")
 @click.option("--workdir", type=click.Path(file_okay=False), help="Checkpoints and Spark files (default: a new temp dir). Reuse it to resume.")
 @click.option("--warmup", type=DurationParam(), help="Leave batches of the first this-long (after every query has started) out of the latency figures, e.g. 15s.")
-@click.option("--timeline", is_flag=True, help="Put every batch's latencies in the report (for plots).")
+@click.option("--timeline", is_flag=True, help="Put every batch's latencies in the report (for plots), and each recent batch's grant: its band and the slack it was chosen from.")
 @click.option("--ready-file", type=click.Path(dir_okay=False), help="Write this file once every query has started (a load generator can wait for it).")
 @click.option("--urgent-lane", type=click.Choice(URGENT_LANE_CHOICES), default="gated", show_default=True,
               help="Who gets the urgent lane (more slots than cores, bulk turns, raised priorities): gated "
