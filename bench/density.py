@@ -388,6 +388,9 @@ def shared(options: Options, broker: Any, out: Path, log: Any) -> list[dict[str,
                                   "late_share": None if s.costs is None else s.costs.late_share,
                                   "bottleneck": s.bottleneck, "critical_path": s.criticalPath,
                                   "message": s.message,
+                                  # a critical query's cost figures: its driver's and its tasks' work
+                                  # a batch, and its tasks' time off the CPU
+                                  **({"costs": s.costs.model_dump()} if k in critical and s.costs is not None else {}),
                                   **({"latency_batches": seen[k]} if k in seen else {})} for k, s in sorted(statuses.items())},
             }
             rows.append(row)

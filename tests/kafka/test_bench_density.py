@@ -29,6 +29,11 @@ def test_tiny_density_run_writes_the_contract_files(tmp_path: Path) -> None:
         assert 0 < row["driver_cores"] <= 2.5
         assert row["metric_series"] > 0 and row["decision_us"] > 0
     assert result["shared"][0]["worst_critical_attainment"] is not None  # query 0 is a critical filter
+    # a critical query's cost figures are kept (its batch's fixed cost, its tasks' time off the CPU), a bulk one's not
+    for row in result["shared"]:
+        for key, query in row["per_query"].items():
+            assert ("costs" in query) == key.endswith("/q0000"), key
+    assert result["shared"][0]["per_query"]["tenant-00/q0000"]["costs"]["fixed_ms"] > 0
     (app,) = result["per_app"]
     assert app["queries"] == 1 and 200 < app["rss_mb_per_query"] < 8000 and app["cores_per_query"] > 0
     assert result["capacity_queries"] in (0, 1, 2)
