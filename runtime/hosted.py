@@ -168,8 +168,7 @@ class HostedQuery:
         if leaving.rows > self.largest[smallest].rows:
             self.largest[smallest] = leaving
 
-    def record_band(self, batch_id: int, band: str, granted: float = 0.0, slack: float = 0.0,
-                    waited: float = 0.0) -> None:
+    def record_band(self, batch_id: int, band: str, granted: float, slack: float, waited: float) -> None:
         self.bands[band] = self.bands.get(band, 0) + 1
         self.band_log[batch_id] = band
         self.grant_log[batch_id] = (granted, slack, waited)
