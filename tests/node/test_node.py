@@ -610,10 +610,17 @@ def test_a_joining_executor_pod_runs_no_urgent_task_until_it_is_warm(
             listed = {e["id"]: e for e in runtime(node, "/v1/executors")["executors"]}
             return listed[new].get("warmAt") if listed[new].get("warm") else None
 
-        warmed = wait_for(warm_at, timeout=150, every=2, what="the new executor warm")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # urgent batches after it warmed
+        warm = wait_for(warm_at, timeout=150, every=2, what="the new executor warm")
+        assert warm is not None  # wait_for returns the condition's first truthy value
+        warmed = warm
+
+        def urgent_on_new() -> bool:  # the filter's partition that prefers the new executor goes there
             spark_tasks(ip, seen)
+            return any(e == new and p in urgent and launch >= warmed for p, e, launch in seen.values())
+
+        # read on until one has run there (or 90 s have passed: the assertion below then says so)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not urgent_on_new():
             time.sleep(2)
     finally:
         for load in loads:
