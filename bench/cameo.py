@@ -60,13 +60,24 @@ from .placement import Placement, placed
 from .procfs import SERIES_EVERY_S, ThreadSeries, tree
 from .scenario_runs import (
     AUTO,
+    BROKER_WARMUP_S,
     LANE,
     drain_seconds,
     for_run,
     machine_sample,
     machine_use,
     start_load,
+    warm_broker,
 )
+
+
+def warmed(broker: Any, scenario: Scenario, log: Any) -> dict[str, Any]:
+    """The benchmark's broker warmed before its first run (`scenario_runs.warm_broker`), logged."""
+    log(f"warming the broker: the scenario's load into a scratch topic for "
+        f"{min(BROKER_WARMUP_S, scenario.warmup.seconds):g} s, read back as it goes")
+    done = warm_broker(broker, scenario)
+    log(f"broker warm: {done['sent']} events sent, {done['read']} read in {done['seconds']:g} s")
+    return done
 
 
 def check_delivery(path: Path, queries: list[StreamingQuery], delivery: Delivery | None) -> None:
@@ -545,6 +556,7 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
                 runs[name].append(one(policy, gate, jit, out / "runs" / f"{name}-{r}"))
 
     placement = Placement(target, reason="not yet made")
+    broker_warmup: dict[str, Any] = {}
     try:
         if target == "node":
             with contextlib.ExitStack() as stack:
@@ -552,6 +564,7 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
                     node = stack.enter_context(on_node.open_target(None, log))
                 proc = node.broker.proc
                 node.placement = placement = placed(target, proc.pid if proc is not None else None, log)
+                broker_warmup = warmed(node.broker, scenario, log)
                 each(lambda policy, gate, jit, folder: on_node.run_once(scenario, queries, policy, node, folder, log,
                                                                         jit, warmup, start_warmup, urgent_reserve))
         else:
@@ -560,6 +573,7 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
             placement = placed(target, broker.proc.pid if broker.proc is not None else None, log)
             log(f"kafka ready at {broker.bootstrap}")
             try:
+                broker_warmup = warmed(broker, scenario, log)
                 each(lambda policy, gate, jit, folder: run_once(scenario, queries, policy, broker, folder, log,
                                                                 urgent_lane, delivery, gate, executors, placement, jit))
             finally:
@@ -569,7 +583,7 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
     summary = summarize(runs, scenario, queries)
     document = {"policies": summary["policies"], "burst_p99_ms": summary["burst"], "scenario": scenario.name,
                 "repeat": repeat, "duration_s": scenario.duration.seconds, "target": target, "urgent_lane": urgent_lane,
-                "delivery": delivery or "scenario",
+                "delivery": delivery or "scenario", "broker_warmup": broker_warmup,
                 "gate": "sidecar" if target == "node" else ",".join(gates), "gate_ask_ms": gate_ask(runs),
                 "drain_s": drain_seconds(queries),
                 "latency_end": {"sink read": "a read_committed consumer of the sink topic stamps each output record's "

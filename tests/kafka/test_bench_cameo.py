@@ -41,6 +41,9 @@ def test_short_benchmark_writes_results_and_plots(tmp_path: Path) -> None:
     assert set(results["policies"]) == {"fifo", "cameo"}
     assert results["sitting"] == {"skipped": "--no-calibrate"}  # the machine speed is named, measured or not
     assert results["urgent_lane"] == "all" and results["drain_s"] > 0
+    warm = results["broker_warmup"]  # the scenario's load for its warm-up's 6 s, read back, before the first run
+    assert warm["seconds"] >= 6 and warm["sent"] >= 0.8 * 6 * warm["rate"] and warm["read"] > 0, warm
+    assert "broker warm:" in proc.stderr + proc.stdout
     for policy in ("fifo", "cameo"):  # `all`: fifo on the lane's setup too, like for like
         spark = json.loads((out / "runs" / f"{policy}-0" / "report.json").read_text())["spark"]
         assert spark["urgent_lane"] == "all" and spark["lane_on"] and spark["master"] == "local[16]"

@@ -4,11 +4,14 @@ Each event is JSON `{"key", "seq", "produced_at", "amount"}` (schema EVENT_SCHEM
 timestamp is the same wall-clock instant, so latency at the sink is commit time minus production
 time. The rate is paced every few milliseconds against the schedule `rate x elapsed` (times the
 burst factor inside a burst), so a slow tick is caught up at the next one.
+
+The generator shares the benchmark's cores with Spark, so each event costs it little: the
+timestamp's text is rebuilt once a second, the JSON is one f-string (the same bytes
+`json.dumps` writes), and the broker reports only failed deliveries.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 import time
@@ -55,6 +58,28 @@ def iso_ms(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+class EventText:
+    """An event's JSON text, byte for byte what `json.dumps` writes for it, at a third of the cost.
+
+    The timestamp's text down to the second is kept until the second changes; `millis` is the
+    event's Kafka timestamp, so the two always agree.
+    """
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._prefix = ""
+
+    def stamp(self, millis: int) -> str:
+        second, fraction = divmod(millis, 1000)
+        if second != self._second:
+            self._second = second
+            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))
+        return f"{self._prefix}{fraction:03d}Z"
+
+    def event(self, key: str, seq: int, millis: int, amount: float) -> bytes:
+        return f'{{"key": "{key}", "seq": {seq}, "produced_at": "{self.stamp(millis)}", "amount": {amount!r}}}'.encode()
+
+
 def generate(
     plan: LoadPlan, bootstrap: str, stop: Callable[[], bool] = lambda: False,
     progress: Callable[[str], None] | None = None, tick: float = 0.005,
@@ -64,8 +89,6 @@ def generate(
 
     # idempotent: a produce request retried after a timeout or a dropped connection is not
     # written twice, so an event twice at a sink is the pipeline's doing, never the producer's
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "enable.idempotence": True,
-                         "queue.buffering.max.messages": 1_000_000, "message.timeout.ms": 30_000})
     failures = 0
 
     def delivered(error: object, message: object) -> None:
@@ -73,6 +96,11 @@ def generate(
         if error is not None:
             failures += 1
 
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "enable.idempotence": True,
+                         "queue.buffering.max.messages": 1_000_000, "message.timeout.ms": 30_000,
+                         "on_delivery": delivered, "delivery.report.only.error": True})
+    text = EventText()
+    keys = [(f"k{i}", f"k{i}".encode()) for i in range(plan.keys)]
     rng = random.Random(7)
     sent = 0
     start = time.time()
@@ -89,12 +117,11 @@ def generate(
                     break
                 due = min(due, plan.count)
             while sent < due:
-                produced = time.time()
-                key = f"k{sent % plan.keys}"
-                event = {"key": key, "seq": plan.first_seq + sent, "produced_at": iso_ms(produced), "amount": round(rng.random() * 1000, 2)}
+                millis = int(time.time() * 1000)
+                key, key_bytes = keys[sent % plan.keys]
+                value = text.event(key, plan.first_seq + sent, millis, round(rng.random() * 1000, 2))
                 try:
-                    producer.produce(plan.topic, json.dumps(event).encode(), key=key.encode(),
-                                     timestamp=int(produced * 1000), on_delivery=delivered)
+                    producer.produce(plan.topic, value, key=key_bytes, timestamp=millis)
                 except BufferError:
                     producer.poll(0.05)
                     continue
