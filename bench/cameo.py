@@ -60,7 +60,6 @@ from .placement import Placement, placed
 from .procfs import SERIES_EVERY_S, ThreadSeries, tree
 from .scenario_runs import (
     AUTO,
-    BROKER_WARMUP_S,
     LANE,
     drain_seconds,
     for_run,
@@ -69,15 +68,6 @@ from .scenario_runs import (
     start_load,
     warm_broker,
 )
-
-
-def warmed(broker: Any, scenario: Scenario, log: Any) -> dict[str, Any]:
-    """The benchmark's broker warmed before its first run (`scenario_runs.warm_broker`), logged."""
-    log(f"warming the broker: the scenario's load into a scratch topic for "
-        f"{min(BROKER_WARMUP_S, scenario.warmup.seconds):g} s, read back as it goes")
-    done = warm_broker(broker, scenario)
-    log(f"broker warm: {done['sent']} events sent, {done['read']} read in {done['seconds']:g} s")
-    return done
 
 
 def check_delivery(path: Path, queries: list[StreamingQuery], delivery: Delivery | None) -> None:
@@ -564,7 +554,7 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
                     node = stack.enter_context(on_node.open_target(None, log))
                 proc = node.broker.proc
                 node.placement = placement = placed(target, proc.pid if proc is not None else None, log)
-                broker_warmup = warmed(node.broker, scenario, log)
+                broker_warmup = warm_broker(node.broker, scenario, log)
                 each(lambda policy, gate, jit, folder: on_node.run_once(scenario, queries, policy, node, folder, log,
                                                                         jit, warmup, start_warmup, urgent_reserve))
         else:
@@ -573,7 +563,7 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
             placement = placed(target, broker.proc.pid if broker.proc is not None else None, log)
             log(f"kafka ready at {broker.bootstrap}")
             try:
-                broker_warmup = warmed(broker, scenario, log)
+                broker_warmup = warm_broker(broker, scenario, log)
                 each(lambda policy, gate, jit, folder: run_once(scenario, queries, policy, broker, folder, log,
                                                                 urgent_lane, delivery, gate, executors, placement, jit))
             finally:

@@ -26,6 +26,7 @@ from sluice.api.scenario import Scenario, load_scenario
 from . import cameo as cameo_bench
 from .capacity_search import DEFAULT, Probe, Search, bracket, capacity, confirmed, next_multiplier
 from .placement import placed
+from .scenario_runs import warm_broker
 
 CRITICAL_ATTAINMENT = 0.99
 """Share of a critical query's rows that must be within its SLA."""
@@ -192,7 +193,7 @@ def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float,
     placements: dict[str, list[Any]] = {}
     stopped = "every search ended"
     try:
-        broker_warmup = cameo_bench.warmed(node.broker if target == "node" else broker, scenario, log)
+        broker_warmup = warm_broker(node.broker if target == "node" else broker, scenario, log)
         while len(done) < len(policies):
             for policy in policies:
                 if policy in done:

@@ -62,14 +62,16 @@ paths; a fresh one compiles them (0.5-0.6 cores for its first 30 s at two-tenant
 on the cores the runs need, and only the first run of a benchmark, one policy's, would meet it so."""
 
 
-def warm_broker(broker: Any, scenario: Scenario, seconds: float | None = None) -> dict[str, Any]:
-    """Produce the scenario's total rate into a scratch topic for `seconds` while a consumer reads
-    it back; returns what was done (results.json's `broker_warmup`)."""
+def warm_broker(broker: Any, scenario: Scenario, log: Callable[[str], None]) -> dict[str, Any]:
+    """Produce the scenario's total rate into a scratch topic for BROKER_WARMUP_S (at most the
+    scenario's warm-up) while a consumer reads it back, before a benchmark's first run; returns
+    what was done (results.json's `broker_warmup`)."""
     from confluent_kafka import Consumer
 
     from sluice.testing.load import LoadPlan, generate
 
-    seconds = min(BROKER_WARMUP_S, scenario.warmup.seconds) if seconds is None else seconds
+    seconds = min(BROKER_WARMUP_S, scenario.warmup.seconds)
+    log(f"warming the broker: the scenario's load into a scratch topic for {seconds:g} s, read back as it goes")
     rate = sum(q.load.rate for q in scenario.queries)
     topic = f"sluice-broker-warmup-{int(time.time())}"
     broker.create_topic(topic, partitions=4)
@@ -91,7 +93,9 @@ def warm_broker(broker: Any, scenario: Scenario, seconds: float | None = None) -
     sent = generate(LoadPlan(topic, rate, seconds), broker.bootstrap)["sent"] if seconds > 0 else 0
     stop.set()
     reader.join(timeout=10)
-    return {"topic": topic, "seconds": round(time.monotonic() - began, 1), "rate": rate, "sent": sent, "read": read[0]}
+    done = {"topic": topic, "seconds": round(time.monotonic() - began, 1), "rate": rate, "sent": sent, "read": read[0]}
+    log(f"broker warm: {sent} events sent, {read[0]} read in {done['seconds']:g} s")
+    return done
 
 
 def start_load(scenario: Scenario, queries: list[StreamingQuery], topics: list[str], bootstrap: str,

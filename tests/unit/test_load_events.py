@@ -19,7 +19,7 @@ def test_event_text_is_json_dumps_bytes() -> None:
         assert text.event(f"k{seq % 97}", seq, millis, amount) == json.dumps(expected).encode()
 
 
-def test_stamp_changes_with_the_second_and_parses_back() -> None:
+def test_stamp_rebuilds_the_second_when_it_changes() -> None:
     text = EventText()
     assert text.stamp(999) == "1970-01-01T00:00:00.999Z"
     assert text.stamp(1000) == "1970-01-01T00:00:01.000Z"
