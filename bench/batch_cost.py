@@ -10,7 +10,8 @@ processes they start) is divided by the micro-batches its queries completed in t
 JVM's threads are also read by kind (`procfs.THREAD_KINDS`: stream execution, task, JIT, GC, the
 rest), per batch: each thread's own CPU over the window, under the kind its name says at the end
 (Spark renames task threads as they take tasks; a stream thread restarted for a new interval is a
-new thread); a thread that ended inside the window is left out.
+new thread); a thread that ended inside the window is left out. Each side's figure and ratio is also
+given less its JIT compilers' threads (`WITHOUT_JIT`), which a JVM spends more on the younger it is.
 
 Sides:
   spark-defaults  Sluice's settings that only make batches cheaper reverted to Spark's defaults
@@ -194,12 +195,26 @@ def _measure(side: str, options: Options, broker: Any, topics: list[str], out: P
         "batches_per_s": round(batches / seconds, 2),
         "cores": round((cpu1 - cpu0) / seconds, 3),
         "cpu_ms_per_batch": round(1000 * (cpu1 - cpu0) / per, 1),
+        "cpu_ms_per_batch_without_jit": round(1000 * (cpu1 - cpu0 - threads.totals["jit"]) / per, 1),
         "threads_ms_per_batch": {kind: round(1000 * threads.totals[kind] / per, 1) for kind in THREAD_KINDS},
         "codegen_compiles_per_min_per_query": (None if compiles0 is None or compiles1 is None else
                                                round(60 * (compiles1 - compiles0) / seconds / len(keys), 2)),
         "critical_attainment_min": min((a for k in critical if (a := after[k].attainment) is not None), default=None),
         **({"profile": profile(recording)} if recording is not None else {}),
     }
+
+
+WITHOUT_JIT = "cpu_ms_per_batch_without_jit"
+"""A side's CPU per batch less its JIT compilers' threads. How much the compilers still take in
+the window depends on the JVM's age there, and a side whose queries took longer to start is
+older (100 queries, 2026-12-07: a side started in 324 s spent 6.6 ms a batch compiling, one
+started in 166 s 12.1): the ratios are also given without them, like with like."""
+
+
+def ratio(side: dict[str, Any], against: dict[str, Any], key: str) -> float | None:
+    """`side`'s figure over `against`'s, None where either side has none."""
+    cost, base = side.get(key), against.get(key)
+    return round(cost / base, 3) if cost is not None and base else None
 
 
 def run(options: Options, out: Path, log: Any = print) -> dict[str, Any]:
@@ -225,11 +240,11 @@ def run(options: Options, out: Path, log: Any = print) -> dict[str, Any]:
         if producer.is_alive():
             producer.join(30)
         broker.stop()
-    default, ours = measured["spark-defaults"].get("cpu_ms_per_batch"), measured["sluice"].get("cpu_ms_per_batch")
     for side in sides(options)[len(SIDES):]:
-        cost = measured[side].get("cpu_ms_per_batch")
-        measured[side]["ratio_to_sluice"] = round(cost / ours, 3) if ours and cost is not None else None
-    result = {"sides": measured, "ratio": round(ours / default, 3) if default and ours is not None else None,
+        measured[side]["ratio_to_sluice"] = ratio(measured[side], measured["sluice"], "cpu_ms_per_batch")
+        measured[side]["ratio_to_sluice_without_jit"] = ratio(measured[side], measured["sluice"], WITHOUT_JIT)
+    result = {"sides": measured, "ratio": ratio(measured["sluice"], measured["spark-defaults"], "cpu_ms_per_batch"),
+              "ratio_without_jit": ratio(measured["sluice"], measured["spark-defaults"], WITHOUT_JIT),
               "options": asdict(options), "elapsed_s": round(time.monotonic() - started, 1)}
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     (out / "summary.txt").write_text(render(result) + "\n")
@@ -270,7 +285,8 @@ def render(result: dict[str, Any]) -> str:
     options = result["options"]
     lines = [f"CPU per micro-batch of the pool's runtime, {options['queries']} queries of the density mix, "
              f"{options['master']}, {options['window']:.0f} s windows",
-             f"{'side':<16}{'batches/s':>10}{'cores':>7}{'ms/batch':>10}{'/sluice':>8}{'compiles':>9}   by thread kind (ms/batch)"]
+             f"{'side':<16}{'batches/s':>10}{'cores':>7}{'ms/batch':>10}{'/sluice':>8}{'less jit':>10}{'/sluice':>8}"
+             f"{'compiles':>9}   by thread kind (ms/batch)"]
     names = labels(list(result["sides"]))
     levers = [f"{names[side]}: {side.removeprefix('sluice+')}" for side in list(result["sides"])[len(SIDES):]]
     for side, row in result["sides"].items():
@@ -283,14 +299,18 @@ def render(result: dict[str, Any]) -> str:
             continue
         kinds = ", ".join(f"{k} {v}" for k, v in row["threads_ms_per_batch"].items())
         relative = "" if row.get("ratio_to_sluice") is None else f"{row['ratio_to_sluice']:.2f}x"
+        less = "-" if row.get(WITHOUT_JIT) is None else f"{row[WITHOUT_JIT]:.1f}"  # results from before it
+        less_relative = "" if row.get("ratio_to_sluice_without_jit") is None else f"{row['ratio_to_sluice_without_jit']:.2f}x"
         compiled = "-" if row.get("codegen_compiles_per_min_per_query") is None else f"{row['codegen_compiles_per_min_per_query']:.2f}"
         lines.append(f"{name:<16}{row['batches_per_s']:>10.2f}{row['cores']:>7.2f}{row['cpu_ms_per_batch']:>10.1f}"
-                     f"{relative:>8}{compiled:>9}   {kinds}")
+                     f"{relative:>8}{less:>10}{less_relative:>8}{compiled:>9}   {kinds}")
     if result["ratio"] is not None:
-        lines.append(f"sluice / spark-defaults: {result['ratio']:.2f}x CPU per batch")
+        without = "" if result.get("ratio_without_jit") is None else f" ({result['ratio_without_jit']:.2f}x less the JIT compilers)"
+        lines.append(f"sluice / spark-defaults: {result['ratio']:.2f}x CPU per batch{without}")
     conf = result["sides"]["sluice"]["conf"]
     if conf:
         lines.append("sluice side with: " + ", ".join(conf))
+    lines.append("less jit: ms/batch less the JIT compilers' threads (how much they take depends on the JVM's age)")
     lines.append("compiles: Janino's generated classes compiled per minute per query in the window")
     for side, row in result["sides"].items():
         summary = row.get("profile")

@@ -207,3 +207,26 @@ def test_cpu_seconds_counts_a_child_that_ended_before_any_reading() -> None:
     subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"],
                    check=True)
     assert procfs.cpu_seconds(os.getpid()) - before >= 0.45  # the child's CPU, reaped: its parent's cutime
+
+
+def test_batch_cost_ratios_are_also_given_less_the_jit_compilers() -> None:
+    from sluice.bench import batch_cost
+
+    kinds = {kind: 5.0 for kind in batch_cost.THREAD_KINDS}
+    row = {"conf": [], "queries": 2, "batches": 40, "batches_per_s": 2.0, "cores": 0.5,
+           "codegen_compiles_per_min_per_query": 0.5, "threads_ms_per_batch": kinds}
+    ours = row | {"cpu_ms_per_batch": 100.0, batch_cost.WITHOUT_JIT: 80.0}
+    lever = row | {"cpu_ms_per_batch": 90.0, batch_cost.WITHOUT_JIT: 86.0}
+    assert batch_cost.ratio(lever, ours, "cpu_ms_per_batch") == 0.9  # cheaper with the compilers
+    assert batch_cost.ratio(lever, ours, batch_cost.WITHOUT_JIT) == 1.075  # dearer without them
+    assert batch_cost.ratio(lever, {"left_out": "--without-defaults"}, batch_cost.WITHOUT_JIT) is None
+    older = row | {"cpu_ms_per_batch": 90.0}  # a results.json from before the figure: no column
+    assert batch_cost.ratio(older, ours, batch_cost.WITHOUT_JIT) is None
+    result = {"sides": {"spark-defaults": ours | {"cpu_ms_per_batch": 200.0, batch_cost.WITHOUT_JIT: 120.0},
+                        "sluice": ours, "sluice+spark.a=1": lever | {"ratio_to_sluice": 0.9, "ratio_to_sluice_without_jit": 1.075},
+                        "sluice+spark.b=1": older | {"ratio_to_sluice": 0.9, "ratio_to_sluice_without_jit": None}},
+              "ratio": 0.5, "ratio_without_jit": 0.667, "options": {"queries": 2, "master": "local[2]", "window": 10.0}}
+    lines = batch_cost.render(result).splitlines()
+    assert lines[4].split()[:7] == ["lever", "1", "2.00", "0.50", "90.0", "0.90x", "86.0"] and "1.07x" in lines[4]
+    assert lines[5].split()[:7] == ["lever", "2", "2.00", "0.50", "90.0", "0.90x", "-"]
+    assert "0.50x CPU per batch (0.67x less the JIT compilers)" in "\n".join(lines)
