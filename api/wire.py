@@ -47,7 +47,8 @@ class Load(Answer):
     batches: int = 0
     rows: int = 0
     usefulSeconds: float = 0.0
-    """Task run time minus shuffle fetch wait, summed over those batches."""
+    """DS2's useful task seconds summed over those batches: the tasks' CPU time (run time minus
+    shuffle fetch wait where Spark gave no CPU time)."""
     perBatch: list[tuple[int, float]] = Field(default_factory=list)
     """(input rows, useful task seconds) of each of those batches, oldest first."""
 

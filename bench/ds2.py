@@ -15,8 +15,8 @@ phase low). Every `tick` seconds the policy reads the runtime's statuses and set
 
 The rate-sufficient size of a phase (the target both are measured against) is not DS2's own
 answer: it is the busy cores measured in the settled second half of that phase (useful task
-seconds per second, from Spark's task metrics, over every run), divided by the utilization
-target and the cores per executor. For each run and phase the benchmark counts the steps (target
+seconds per second: the tasks' CPU time from Spark's task metrics, over every run), divided by
+the utilization target and the cores per executor. For each run and phase the benchmark counts the steps (target
 changes) until the target first equals that size and the oscillations (reversals of direction).
 
 This machine has 2 cores, so loads it can carry ask for one executor at the default utilization
@@ -77,7 +77,7 @@ class Sample:
     lag: int
     throughput: float
     busy: float
-    """Cores busy with useful task time over the last tick."""
+    """Cores busy with useful task time (task CPU time) over the last tick."""
 
 
 @dataclass
@@ -140,9 +140,8 @@ class Threshold:
 
 
 def _busy(registry: Any, labels: dict[str, str]) -> float:
-    run = registry.get_sample_value("sluice_runtime_task_run_seconds_total", labels) or 0.0
-    wait = registry.get_sample_value("sluice_runtime_shuffle_fetch_wait_seconds_total", labels) or 0.0
-    return float(run - wait)
+    """Task CPU seconds so far: DS2's useful time (`BatchTimeline.working_seconds`)."""
+    return float(registry.get_sample_value("sluice_runtime_task_cpu_seconds_total", labels) or 0.0)
 
 
 def run_once(policy: str, start: str, options: Options, spark: Any, broker: Any, folder: Path,

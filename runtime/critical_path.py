@@ -44,7 +44,7 @@ class BatchTimeline:
     """The ask's time besides queueing: the round trip to the scheduler and its decision."""
     stages: list[StageSpan] = field(default_factory=list)
     rows: float = 0.0
-    """Input rows (not on the path; with useful_seconds, DS2's true rate)."""
+    """Input rows (not on the path; with working_seconds, DS2's true rate)."""
     useful_seconds: float = 0.0
     """Task run time minus shuffle fetch wait over the batch's stages."""
     cpu_seconds: float = 0.0
@@ -69,6 +69,15 @@ class BatchTimeline:
     """One of its query's first batches with rows (a cold start's, `HostedQuery.cold_ms`)."""
     lag: float | None = None
     """Its oldest row's age at its trigger beyond the interval in force (`intervals.lag_of`)."""
+
+    @property
+    def working_seconds(self) -> float:
+        """DS2's useful time: the tasks' CPU time where Spark measured it, else run time minus
+        shuffle fetch wait. A task that waits for a core, for a turn of the urgent lane or for
+        input is not working: on a full node its run time grows with the contention (under cameo
+        most with the bulk lane's turns) and would read as demand for more cores. (A task's CPU
+        leaves out work in a Python worker; Sluice's pipelines run none.)"""
+        return self.cpu_seconds if self.cpu_seconds > 0 else self.useful_seconds
 
 
 def _stage_path(stages: list[StageSpan]) -> list[StageSpan]:

@@ -249,11 +249,12 @@ class HostedQuery:
         return shares(path for _, path in found), len(found)
 
     def measured_load(self) -> Load:
-        """Input rows and useful task seconds summed over recent batches that have both, leaving
-        out those committed within `RATES_WARMUP` of its first batch with rows."""
+        """Input rows and working task seconds (`BatchTimeline.working_seconds`) summed over recent
+        batches that have both, leaving out those committed within `RATES_WARMUP` of its first
+        batch with rows."""
         warm = None if self.input_since is None else self.input_since + RATES_WARMUP
-        done = [(int(t.rows), round(t.useful_seconds, 4)) for _, t in sorted(self.timelines.items())
-                if t.rows > 0 and t.useful_seconds > 0 and (warm is None or t.committed is None or t.committed >= warm)]
+        done = [(int(t.rows), round(t.working_seconds, 4)) for _, t in sorted(self.timelines.items())
+                if t.rows > 0 and t.working_seconds > 0 and (warm is None or t.committed is None or t.committed >= warm)]
         return Load(batches=len(done), rows=sum(r for r, _ in done), usefulSeconds=round(sum(u for _, u in done), 4),
                     perBatch=done)
 

@@ -83,13 +83,28 @@ def test_ds2_reads_a_query_s_batches_only_once_its_jvms_had_time_to_compile_its_
     for batch in range(6):  # a batch every 10 s from its first with rows
         run_batch(q, batch, 1000)
         q.timeline(batch).committed = 1000.0 + 10 * batch
-        q.timeline(batch).useful_seconds = 0.5 if batch < 5 else 0.05  # a cold JVM's tasks, then a warm one's
+        q.timeline(batch).cpu_seconds = 0.5 if batch < 5 else 0.05  # a cold JVM's tasks, then a warm one's
     assert q.measured_load().batches == 6  # no first batch with rows known: every batch counts
     q.input_since = 1000.0
     load = q.measured_load()
     warm = [b for b in range(6) if 10 * b >= RATES_WARMUP]  # committed at least RATES_WARMUP after the first
     assert warm == [5] and load.batches == 1  # the cold JVM's five are left out
     assert load.usefulSeconds == pytest.approx(0.05) and load.perBatch == [(1000, 0.05)]
+
+
+def test_ds2_reads_the_tasks_cpu_so_waiting_for_a_core_is_not_read_as_demand() -> None:
+    q = hosted()
+    for batch in range(4):
+        run_batch(q, batch, 1000)
+        t = q.timeline(batch)
+        t.useful_seconds = t.run_seconds = 4 * t.cpu_seconds  # tasks runnable 3/4 of the time on a full node
+    load = q.measured_load()
+    assert load.usefulSeconds == pytest.approx(4 * (FIXED + PER_ROW * 1000))
+    assert load.perBatch == [(1000, pytest.approx(FIXED + PER_ROW * 1000))] * 4
+    spark_gave_no_cpu = hosted()
+    run_batch(spark_gave_no_cpu, 0, 1000)
+    spark_gave_no_cpu.timeline(0).cpu_seconds, spark_gave_no_cpu.timeline(0).useful_seconds = 0.0, 0.2
+    assert spark_gave_no_cpu.measured_load().perBatch == [(1000, 0.2)]  # then run time less fetch wait
 
 
 def test_the_band_log_keeps_the_most_recent_grants_with_the_slack_each_band_came_from() -> None:
