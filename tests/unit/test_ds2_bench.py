@@ -31,6 +31,13 @@ def test_the_size_to_reach_comes_from_busy_cores_in_the_settled_half() -> None:
     assert sizes[400.0] == (3, 1.2) and sizes[100.0] == (1, 0.3) and sizes[200.0] == (2, 0.6)
 
 
+def test_lumpy_busy_readings_are_averaged_not_their_median() -> None:
+    run = Run("ds2", "under", schedule("under", OPTIONS.rates))
+    # task metrics arrive as stages complete: behind long batches the settled half reads 0, 0, 2.4
+    run.samples = [sample(30, 400, 1, 0.0), sample(35, 400, 1, 0.0), sample(45, 400, 1, 2.4)]
+    assert reference_sizes([run], OPTIONS)[400.0] == (2, 0.8)  # 0.8 / 0.5 utilization -> 2 (the median: 1)
+
+
 def test_steps_and_oscillations_per_phase() -> None:
     run = Run("threshold", "under", [400.0, 100.0, 200.0])
     run.samples = [sample(t, 400 if t < 50 else 100 if t < 90 else 200, 1, 0.0) for t in range(10, 130, 5)]
