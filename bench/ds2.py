@@ -16,8 +16,9 @@ phase low). Every `tick` seconds the policy reads the runtime's statuses and set
 The rate-sufficient size of a phase (the target both are measured against) is not DS2's own
 answer: it is the busy cores measured in the settled second half of that phase (useful task
 seconds per second: the tasks' CPU time from Spark's task metrics, over every run), divided by
-the utilization target and the cores per executor. For each run and phase the benchmark counts the steps (target
-changes) until the target first equals that size and the oscillations (reversals of direction).
+the utilization target and the cores per executor. For each run and phase the benchmark counts
+the steps (target changes) until the target first equals that size and the oscillations
+(reversals of direction).
 
 This machine has 2 cores, so loads it can carry ask for one executor at the default utilization
 (0.7); the benchmark sizes for a lower one (0.35 by default) so that its phases span 1 to 3

@@ -17,8 +17,7 @@ API; run time minus shuffle fetch wait where it gives no CPU time). Run time wou
 a task waits for a core: on a full node, and under cameo most for the bulk lane's tasks, it reads
 contention as demand and grows the pool onto the same cores. The runtime leaves out a query's
 batches of its first seconds with rows, while the JVMs compile its code
-(`runtime.hosted.RATES_WARMUP`). Once a query's recent
-batches differ in size (1.5x or more) a line through them splits each batch's cost into a fixed
+(`runtime.hosted.RATES_WARMUP`). Once a query's recent batches differ in size (1.5x or more) a line through them splits each batch's cost into a fixed
 part (planning, task launch, empty shuffle partitions) and a per-row part, so a rate step's
 first decision lands: at twice the rate the fixed part is not paid twice. Until then the cost per row is the measured ratio, which is exact
 at today's rate and over-provisions (a little) at a higher one.

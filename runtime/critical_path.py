@@ -75,8 +75,9 @@ class BatchTimeline:
         """DS2's useful time: the tasks' CPU time where Spark measured it, else run time minus
         shuffle fetch wait. A task that waits for a core, for a turn of the urgent lane or for
         input is not working: on a full node its run time grows with the contention (under cameo
-        most with the bulk lane's turns) and would read as demand for more cores. (A task's CPU
-        leaves out work in a Python worker; Sluice's pipelines run none.)"""
+        most with the bulk lane's turns) and would read as demand for more cores. A task's CPU
+        leaves out work off its thread: a Kafka sink's sender thread, the collector, the
+        compilers (and a Python worker's, which Sluice's pipelines never start)."""
         return self.cpu_seconds if self.cpu_seconds > 0 else self.useful_seconds
 
 

@@ -697,10 +697,11 @@ def test_a_real_time_query_holds_its_slot_on_executor_pods_and_writes_every_row(
 @pytest.mark.extended  # DS2's decisions: the cluster tier on a real application; pods added and removed: kubectl scale above
 def test_ds2_grows_the_pool_on_a_load_step_and_shrinks_it_after(release: NodeCluster, node_broker: KafkaBroker) -> None:
     node = release
-    # the autoscaler's utilization is lowered so that a load step this 2-core machine can carry
-    # (3,000 events/s of a pass-through query: ~0.1-0.5 cores) asks for more than one executor;
-    # short anti-flap times keep the test short
-    auto = {"utilization": 0.04, "stabilizationWindow": "10s", "scaleDownDelay": "20s"}
+    # the autoscaler's utilization is lowered so that a load step this 2-core machine can carry asks
+    # for more than one executor: DS2 reads the tasks' CPU time, well below a pass-through query's
+    # task run time (0.1-0.5 cores at 3,000 events/s), and at 0.04 it kept one executor at this
+    # load (2026-12-07); short anti-flap times keep the test short
+    auto = {"utilization": 0.01, "stabilizationWindow": "10s", "scaleDownDelay": "20s"}
     node.kubectl("patch", "sp", POOL, "--type", "json", "-p", json.dumps([
         {"op": "remove", "path": "/spec/executors"}, {"op": "add", "path": "/spec/autoscaling", "value": auto}]))
     for topic in ("step-in", "step"):
@@ -708,8 +709,12 @@ def test_ds2_grows_the_pool_on_a_load_step_and_shrinks_it_after(release: NodeClu
     node.kubectl("apply", "-f", "-", input=yaml.safe_dump(query("step", "step-in", "step", node_broker.bootstrap)))
     load = Load(node_broker, "step-in", 3000)
     try:
-        grown = wait_for(lambda: (d := (get(node, "sp", POOL) or {}).get("status", {}).get("lastScalingDecision"))
-                         and d["toExecutors"] >= 2 and d, timeout=180, every=1, what="DS2 deciding to grow")
+        try:
+            grown = wait_for(lambda: (d := (get(node, "sp", POOL) or {}).get("status", {}).get("lastScalingDecision"))
+                             and d["toExecutors"] >= 2 and d, timeout=180, every=1, what="DS2 deciding to grow")
+        except AssertionError as error:
+            said = [c for c in (get(node, "sp", POOL) or {}).get("status", {}).get("conditions", []) if c["type"] == "Scaled"]
+            raise AssertionError(f"{error}; the pool says: {said}") from None
         assert "growing from 1" in grown["reason"]
         wait_for(lambda: len(pods(node, EXECUTORS)) >= 2, timeout=120, every=1, what="DS2's executor pods running")
     finally:
