@@ -97,6 +97,14 @@ URGENT_RESERVE: Final = 0
 """A pool's default `spec.executor.urgentReserve`: off, as it costs bulk queries their SLAs
 (docs/performance.md, "A bulk turn held back")."""
 
+BULK_TASKS_CONF: Final = "spark.sluice.executor.bulkTasks"
+"""The Spark setting a pool's `spec.executor.bulkTasks` becomes (set only where given): bulk tasks
+at once in each executor under a gated pool's urgent lane, in place of its cores
+(`runtime.session.executor_lane`)."""
+BULK_TASKS_PER_CORE: Final = 4
+"""At most this many bulk turns a core of an executor: half its lane's slots (8 a core,
+`runtime.session.LANE_SLOTS_PER_CORE`), so urgent tasks still find slots free beside them."""
+
 ASYNC_PROGRESS_CONF: Final = "spark.sluice.asyncProgress.intervalMs"
 """The Spark setting for Spark's async progress tracking on the queries that allow it (stateless,
 written by Sluice's JVM sink to noop or to Kafka at least once, `runtime/streams.py`): each such

@@ -470,7 +470,8 @@ NODE_VARIANTS = (*POLICIES, AUTO)
 
 def check_target(target: str, policies: list[str], urgent_lane: str, gates: list[str] | None = None,
                  executors: int | None = None, jits: list[str] | None = None, warmup: str | None = None,
-                 start_warmup: str | None = None, urgent_reserve: int | None = None) -> None:
+                 start_warmup: str | None = None, urgent_reserve: int | None = None,
+                 bulk_tasks: int | None = None) -> None:
     """One sentence (a ScenarioError) for what the node target cannot run, or a gate unknown."""
     if target not in TARGETS:
         raise ScenarioError(f"--target: use local or node (got {target!r}).")
@@ -480,6 +481,8 @@ def check_target(target: str, policies: list[str], urgent_lane: str, gates: list
         raise ScenarioError("--start-warmup: only a pool's runtime warms up before it serves; add --target node.")
     if urgent_reserve is not None and target != "node":
         raise ScenarioError("--urgent-reserve: only a pool's executor pods hold bulk turns back; add --target node.")
+    if bulk_tasks is not None and target != "node":
+        raise ScenarioError("--bulk-tasks: it sets a pool's spec.executor.bulkTasks; add --target node.")
     if jits is not None and jits != [EXECUTOR_JIT]:
         if not jits or any(j not in EXECUTOR_JITS for j in jits) or len(set(jits)) != len(jits):
             raise ScenarioError(f"--executor-jit: use some of {', '.join(EXECUTOR_JITS)}, each once "
@@ -512,7 +515,8 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
         urgent_lane: str = "gated", delivery: Delivery | None = None, target: str = "local",
         node: Any = None, gates: list[str] | None = None, executors: int | None = None,
         jits: list[str] | None = None, duration: float | None = None, warmup: str | None = None,
-        start_warmup: str | None = None, urgent_reserve: int | None = None) -> dict[str, Any]:
+        start_warmup: str | None = None, urgent_reserve: int | None = None,
+        bulk_tasks: int | None = None) -> dict[str, Any]:
     """`node`: a `bench.node.NodeTarget` to run on (tests pass their cluster's); with `target`
     node and none given, the benchmark opens one (`bench.node.open_target`). `gates` (local):
     each gated policy runs once per gate, `cameo` in-process and `cameo+sidecar` over HTTP.
@@ -520,7 +524,8 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
     `jits` (with `executors`, or on the node): every variant once per executor JIT choice
     (`cameo+c1`, ...); `duration`: the judged window in place of the scenario's (seconds);
     `warmup` (node): every pool's `spec.executor.warmup`; `start_warmup` (node): its `spec.startWarmup`;
-    `urgent_reserve` (node): its `spec.executor.urgentReserve`."""
+    `urgent_reserve` (node): its `spec.executor.urgentReserve`; `bulk_tasks` (node): its
+    `spec.executor.bulkTasks`."""
     from sluice.testing.kafka import KafkaBroker
 
     from . import node as on_node
@@ -531,7 +536,8 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
     check_delivery(scenario_path, queries, delivery)
     gates = gates or ["inprocess"]
     jits = jits or [EXECUTOR_JIT]
-    check_target(target, policies, urgent_lane, gates, executors, jits, warmup, start_warmup, urgent_reserve)
+    check_target(target, policies, urgent_lane, gates, executors, jits, warmup, start_warmup, urgent_reserve,
+                 bulk_tasks)
     if target == "node" and delivery is not None:
         raise ScenarioError("--delivery: the node target runs the scenario's own sinks; leave --delivery out.")
     out.mkdir(parents=True, exist_ok=True)
@@ -556,7 +562,8 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
                 node.placement = placement = placed(target, proc.pid if proc is not None else None, log)
                 broker_warmup = warm_broker(node.broker, scenario, log)
                 each(lambda policy, gate, jit, folder: on_node.run_once(scenario, queries, policy, node, folder, log,
-                                                                        jit, warmup, start_warmup, urgent_reserve))
+                                                                        jit, warmup, start_warmup, urgent_reserve,
+                                                                        bulk_tasks))
         else:
             shutil.rmtree(out / "kafka", ignore_errors=True)  # the last benchmark's broker data: scratch
             broker = KafkaBroker(out / "kafka").start()
@@ -588,6 +595,7 @@ def run(scenario_path: Path, policies: list[str], repeat: int, out: Path, log: A
         document["start_warmup"] = start_warmup or f"the pool's default ({START_WARMUP})"
         document["urgent_reserve"] = (f"the pool's default ({URGENT_RESERVE})" if urgent_reserve is None
                                       else urgent_reserve)
+        document["bulk_tasks"] = "the pool's default (its cores)" if bulk_tasks is None else bulk_tasks
     if executors is not None or target == "node":
         document["executor_jit"] = {name: jit for name, _, _, jit in chosen}
         extra += jit_lines(runs, document["executor_jit"])

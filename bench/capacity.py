@@ -153,17 +153,18 @@ def _broker(broker: Any) -> Iterator[Any]:
 
 def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float, search: Search = DEFAULT,
         log: Callable[[str], None] = print, clock: Callable[[], float] = time.monotonic,
-        urgent_lane: str = "gated", target: str = "local", node: Any = None) -> dict[str, Any]:
+        urgent_lane: str = "gated", target: str = "local", node: Any = None,
+        bulk_tasks: int | None = None) -> dict[str, Any]:
     """Search each policy's capacity; writes results.json, summary.txt, capacity.png and probes.txt
     (a line per probe as it ends) into `out`.
     `target` node: each probe on a fresh pool of the one-node Kubernetes (`bench.node`; `node`, a
-    `NodeTarget` to use, else one is opened)."""
+    `NodeTarget` to use, else one is opened; `bulk_tasks`, every pool's `spec.executor.bulkTasks`)."""
     from sluice.testing.kafka import KafkaBroker
 
     from . import node as on_node
 
     scenario, queries = load_scenario(scenario_path)
-    cameo_bench.check_target(target, policies, urgent_lane)
+    cameo_bench.check_target(target, policies, urgent_lane, bulk_tasks=bulk_tasks)
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "kafka", ignore_errors=True)
     shutil.rmtree(out / "runs", ignore_errors=True)
@@ -176,7 +177,8 @@ def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float,
         node.placement = place = placed(target, proc.pid if proc is not None else None, log)
 
         def probe_run(scaled_scenario: Scenario, policy: str, folder: Path) -> dict[str, Any]:
-            return on_node.run_once(scaled_scenario, queries, policy, node, folder, log=lambda _m: None)
+            return on_node.run_once(scaled_scenario, queries, policy, node, folder, log=lambda _m: None,
+                                    bulk_tasks=bulk_tasks)
     else:
         broker = stack.enter_context(_broker(KafkaBroker(out / "kafka")))
         place = placed(target, broker.proc.pid if broker.proc is not None else None, log)
@@ -233,6 +235,8 @@ def run(scenario_path: Path, policies: list[str], out: Path, max_minutes: float,
         "scenario": scenario.name,
         "target": target,
         "urgent_lane": urgent_lane,
+        **({"bulk_tasks": "the pool's default (its cores)" if bulk_tasks is None else bulk_tasks}
+           if target == "node" else {}),
         "policies": {
             policy: {
                 "capacity": capacity(found),

@@ -258,7 +258,7 @@ TOPIC_PARTITIONS = 2
 
 def pool_manifest(name: str, policy: str, namespaces: list[str], checkpoints: Path, reserved: int = 0,
                   jit: str = EXECUTOR_JIT, warmup: str | None = None, start_warmup: str | None = None,
-                  urgent_reserve: int | None = None) -> dict[str, Any]:
+                  urgent_reserve: int | None = None, bulk_tasks: int | None = None) -> dict[str, Any]:
     """Sized for this 2-core node as the node tier's pool is: CPU requests of 500m let the driver
     and two executors fit beside the operator (Spark still runs 2 tasks at once per executor).
     `reserved`: task slots the scenario's Real-time queries will hold; the pool may then grow by
@@ -270,7 +270,8 @@ def pool_manifest(name: str, policy: str, namespaces: list[str], checkpoints: Pa
         "apiVersion": API_VERSION, "kind": "StreamingPool", "metadata": {"name": name},
         "spec": {"executor": {"cores": 2, "memory": "1Gi", "cpuRequest": request, "jit": jit,
                               **({"warmup": warmup} if warmup else {}),
-                              **({"urgentReserve": urgent_reserve} if urgent_reserve is not None else {})},
+                              **({"urgentReserve": urgent_reserve} if urgent_reserve is not None else {}),
+                              **({"bulkTasks": bulk_tasks} if bulk_tasks is not None else {})},
                  "driver": {"cpuRequest": "500m"}, "minExecutors": 1, "maxExecutors": most,
                  **({"startWarmup": start_warmup} if start_warmup else {}),
                  "policy": "cameo" if policy == AUTO else policy, "allowedNamespaces": namespaces,
@@ -302,11 +303,13 @@ def _wait(what: str, check: Callable[[], bool], timeout: float, every: float = 1
 
 def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, target: NodeTarget, folder: Path,
              log: Any = print, jit: str = EXECUTOR_JIT, warmup: str | None = None,
-             start_warmup: str | None = None, urgent_reserve: int | None = None) -> dict[str, Any]:
+             start_warmup: str | None = None, urgent_reserve: int | None = None,
+             bulk_tasks: int | None = None) -> dict[str, Any]:
     """One policy on a fresh pool: returns a report shaped as `sluice run --report --timeline`'s,
     plus the pool's executors over time and the StreamingQueries' own status figures. `jit`: the
     pool's `spec.executor.jit`; `warmup`: its `spec.executor.warmup`, `start_warmup` its
-    `spec.startWarmup`, `urgent_reserve` its `spec.executor.urgentReserve` (None: the pool's defaults)."""
+    `spec.startWarmup`, `urgent_reserve` its `spec.executor.urgentReserve`, `bulk_tasks` its
+    `spec.executor.bulkTasks` (None: the pool's defaults)."""
     folder = folder.absolute()  # its checkpoints are a hostPath
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -325,7 +328,7 @@ def run_once(scenario: Scenario, queries: list[StreamingQuery], policy: str, tar
     (folder / "manifests.yaml").write_text(yaml.safe_dump_all(manifests, sort_keys=False))
     target.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in namespaces])
     target.apply([pool_manifest(name, policy, namespaces, checkpoints, reserved_by(manifests), jit, warmup,
-                                 start_warmup, urgent_reserve)])
+                                 start_warmup, urgent_reserve, bulk_tasks)])
     pool = Pool(target, name)
     try:
         _wait(f"the pool {name} was not Running", lambda: _phase(target.get("sp", name)) == "Running", POOL_READY_S)

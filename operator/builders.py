@@ -13,6 +13,7 @@ import yaml
 from sluice.api.constants import (
     API_VERSION,
     BLOCK_MANAGER_PORT,
+    BULK_TASKS_CONF,
     CONTROL_PORT,
     DRIVER_PORT,
     EXECUTOR_JIT_CONF,
@@ -144,6 +145,7 @@ def spark_conf(model: StreamingPool, namespace: str) -> dict[str, str]:
         START_WARMUP_CONF: f"{model.spec.startWarmup.seconds:g}",
         EXECUTOR_JIT_CONF: executor.jit,
         URGENT_RESERVE_CONF: str(executor.urgentReserve),
+        **({BULK_TASKS_CONF: str(executor.bulkTasks)} if executor.bulkTasks is not None else {}),
         "spark.executor.instances": str(initial),
         "spark.dynamicAllocation.enabled": "false",
         "spark.scheduler.mode": "FAIR" if model.spec.policy != "fifo" else "FIFO",

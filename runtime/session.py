@@ -18,6 +18,8 @@ from sluice.api.constants import (
     ASYNC_PROGRESS_CONF,
     ASYNC_PROGRESS_MS,
     BANDS,
+    BULK_TASKS_CONF,
+    BULK_TASKS_PER_CORE,
     EXECUTOR_JIT,
     EXECUTOR_JIT_CONF,
     EXECUTOR_JITS,
@@ -274,7 +276,8 @@ def executor_lane(gated: bool, conf: dict[str, str]) -> tuple[Lane, dict[str, st
     """The lane of a pool on executor pods (a Kubernetes master) whose settings are `conf`, and
     the settings it changes. Each executor JVM runs the plugin's executor side, so it gets what a
     local master gets on its cores: LANE_SLOTS_PER_CORE task slots a core (`spark.executor.cores`,
-    which is Spark's count of slots) and bulk turns one a core of that executor. The pod still
+    which is Spark's count of slots) and bulk turns one a core of that executor, or the pool's
+    `spec.executor.bulkTasks` (BULK_TASKS_CONF, at most BULK_TASKS_PER_CORE a core). The pod still
     asks Kubernetes for the executor's cores (`spark.kubernetes.executor.request.cores`, which
     otherwise follows the slots), and RDDs and sources split by the pool's cores as before; the
     operator sizes pools, capacity and Real-time reservations on the pool's cores, not slots."""
@@ -285,10 +288,15 @@ def executor_lane(gated: bool, conf: dict[str, str]) -> tuple[Lane, dict[str, st
     changed = {EXECUTOR_CORES: str(cores * LANE_SLOTS_PER_CORE),
                EXECUTOR_REQUEST: conf.get(EXECUTOR_REQUEST, str(cores)),
                "spark.default.parallelism": str(cores * _whole(conf, EXECUTOR_INSTANCES))}
+    turns = conf.get(BULK_TASKS_CONF, str(cores))
+    if not turns.isdigit() or not 1 <= int(turns) <= cores * BULK_TASKS_PER_CORE:
+        raise ValueError(f"--conf {BULK_TASKS_CONF}={turns!r}: give a whole number of bulk turns from 1 to "
+                         f"{cores * BULK_TASKS_PER_CORE} ({BULK_TASKS_PER_CORE} a core).")
     held = conf.get(URGENT_RESERVE_CONF, "0")
     if not held.isdigit():
         raise ValueError(f"--conf {URGENT_RESERVE_CONF}={held!r}: give a whole number of turns, 0 or more.")
-    return Lane(on, cores, cores * LANE_SLOTS_PER_CORE, min(int(held), cores - 1)), changed
+    bulk = int(turns)
+    return Lane(on, bulk, cores * LANE_SLOTS_PER_CORE, min(int(held), bulk - 1)), changed
 
 
 def _whole(conf: dict[str, str], key: str) -> int:
@@ -306,8 +314,10 @@ def lane_sentence(lane: Lane, gated: bool, lever: PoolPriority) -> str:
         return "off: the policy has no gate (fifo and fair run Spark on its own)"
     if not lane.on:
         return f"off: {LANE_ENV}=0, or the runtime has no Sluice sink jar"
-    turns = ("bulk tasks take turns, one a core" if lane.bulk_tasks else
-             "urgent bands only, no bulk turns (turns need a local master or executor pods)")
+    cores = lane.slots // LANE_SLOTS_PER_CORE
+    turns = ("urgent bands only, no bulk turns (turns need a local master or executor pods)" if not lane.bulk_tasks
+             else "bulk tasks take turns, one a core" if lane.bulk_tasks == cores
+             else f"bulk tasks take turns, {lane.bulk_tasks} at once in each executor of {cores} cores")
     said = {"threadNice": "urgent threads at nice -5", "bulkNice": "bulk threads at nice 4 while they run"}
     if lane.bulk_tasks and lane.reserve and lever.mechanism not in said:  # held back only without priorities
         turns += f", {lane.reserve} fewer in an executor while urgent tasks run there"

@@ -92,6 +92,7 @@ def test_what_the_node_target_cannot_run_is_refused_in_one_sentence() -> None:
             "--start-warmup: only a pool's runtime warms up before it serves; add --target node.",
         ("--urgent-reserve", "0"):
             "--urgent-reserve: only a pool's executor pods hold bulk turns back; add --target node.",
+        ("--bulk-tasks", "4"): "--bulk-tasks: it sets a pool's spec.executor.bulkTasks; add --target node.",
         ("--policies", "cameo,auto-lane", "--executors", "2"):
             "--executors: auto-lane runs its Real-time queries in an application of their own on local[*]; leave it "
             "out of --policies with --executors.",
@@ -138,6 +139,9 @@ def test_a_pool_for_real_time_queries_has_room_for_their_slots_and_asks_the_node
     assert "urgentReserve" not in plain["executor"]  # the pool's default, 0
     held = parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path, urgent_reserve=1), "bench")
     assert isinstance(held, StreamingPool) and held.spec.executor.urgentReserve == 1  # --urgent-reserve 1
+    assert "bulkTasks" not in plain["executor"]  # the pool's default, its cores
+    turns = parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path, bulk_tasks=4), "bench")
+    assert isinstance(turns, StreamingPool) and turns.spec.executor.bulkTasks == 4  # --bulk-tasks 4
     assert parse_document(pool_manifest("bench", "cameo", ["payments"], tmp_path), "bench").spec.startWarmup.seconds == 45
 
 

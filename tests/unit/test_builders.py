@@ -161,6 +161,22 @@ def test_the_executors_urgent_reserve_reaches_the_runtime_as_its_setting() -> No
         _pool(executor={"urgentReserve": -1})
 
 
+def test_the_executors_bulk_tasks_reach_the_runtime_only_where_given_and_more_than_four_a_core_are_refused() -> None:
+    from pydantic import ValidationError
+
+    from sluice.api.constants import BULK_TASKS_CONF
+    from sluice.operator.builders import spark_conf
+
+    _, model = _pool(executor={"cores": 2})
+    assert BULK_TASKS_CONF not in spark_conf(model, "sluice-system")  # the runtime then takes the cores
+    _, model = _pool(executor={"cores": 2, "bulkTasks": 4})
+    assert spark_conf(model, "sluice-system")[BULK_TASKS_CONF] == "4"
+    with pytest.raises(ValidationError, match=r"bulkTasks 9 is more than 4 x cores \(8\); give at most that"):
+        _pool(executor={"cores": 2, "bulkTasks": 9})
+    with pytest.raises(ValidationError, match="bulkTasks"):
+        _pool(executor={"bulkTasks": 0})
+
+
 def test_the_pool_s_start_warm_up_reaches_the_runtime_in_seconds_and_a_long_one_is_refused() -> None:
     from pydantic import ValidationError
 

@@ -107,6 +107,8 @@ def test_the_lane_sentence_says_which_priority_lever_is_in_force() -> None:
     assert lane_sentence(held, True, weight).startswith(
         "on: bulk tasks take turns, one a core, 1 fewer in an executor while urgent tasks run there; ")
     assert "fewer" not in lane_sentence(held, True, PoolPriority(mechanism="threadNice"))  # priorities do it
+    assert lane_sentence(Lane(on=True, bulk_tasks=4, slots=16), True, weight).startswith(
+        "on: bulk tasks take turns, 4 at once in each executor of 2 cores; no thread priorities")  # bulkTasks 4
     assert lane_sentence(pods, False, weight).startswith("off: the policy has no gate")
     assert lane_sentence(Lane(on=False, bulk_tasks=0, slots=2), True, weight).startswith("off: SLUICE_URGENT_LANE=0")
 
@@ -116,7 +118,7 @@ def test_on_executor_pods_each_executor_gets_the_lanes_slots_and_turns_and_asks_
     """`executor_lane`: a gated pool of 2-core executors runs 16 slots and 2 bulk turns in each
     executor JVM; the pod's CPU request stays the pool's (cpuRequest, else its cores), and RDDs split
     by the pool's cores, not by its slots."""
-    from sluice.api.constants import URGENT_RESERVE_CONF
+    from sluice.api.constants import BULK_TASKS_CONF, URGENT_RESERVE_CONF
     from sluice.runtime import jvm_sink
     from sluice.runtime.session import LANE_ENV, Lane, executor_lane
 
@@ -132,6 +134,13 @@ def test_on_executor_pods_each_executor_gets_the_lanes_slots_and_turns_and_asks_
     # the turns held back while urgent tasks run: at most all but one of an executor's
     assert executor_lane(True, conf | {URGENT_RESERVE_CONF: "1"})[0] == Lane(True, 2, 16, 1)
     assert executor_lane(True, conf | {URGENT_RESERVE_CONF: "5"})[0].reserve == 1
+    # the pool's bulkTasks in place of the cores, the slots unchanged; a reserve below it
+    assert executor_lane(True, conf | {BULK_TASKS_CONF: "4"})[0] == Lane(True, 4, 16)
+    assert executor_lane(True, conf | {BULK_TASKS_CONF: "4", URGENT_RESERVE_CONF: "9"})[0].reserve == 3
+    for wrong in ("0", "9", "two"):
+        with pytest.raises(ValueError, match=rf"^--conf {BULK_TASKS_CONF}='{wrong}': give a whole number of bulk "
+                                             r"turns from 1 to 8 \(4 a core\)\.$"):
+            executor_lane(True, conf | {BULK_TASKS_CONF: wrong})
     with pytest.raises(ValueError, match=rf"^--conf {URGENT_RESERVE_CONF}='-1': give a whole number"):
         executor_lane(True, conf | {URGENT_RESERVE_CONF: "-1"})
     # fifo and fair (no gate) and the knob: Spark's own slots, nothing changed

@@ -12,6 +12,7 @@ from sluice.api.constants import EXECUTOR_JIT
 from sluice.api.query import Delivery
 from sluice.cli import bench_scaling
 from sluice.cli.common import (
+    BULK_TASKS_OPTION,
     EXIT_USAGE,
     TARGET_OPTION,
     URGENT_LANE_OPTION,
@@ -191,12 +192,14 @@ def bench_overhead(ctx: click.Context, rounds: int, seconds: float, old_seconds:
 @click.option("--urgent-reserve", type=click.IntRange(0, 63),
               help="Node target: every pool's spec.executor.urgentReserve (bulk turns an executor holds back while "
                    "urgent tasks run in it, without thread priorities; 0: off); default: the pool's (0).")
+@BULK_TASKS_OPTION
 @json_option
 @calibrate_option
 @URGENT_LANE_OPTION
 def bench_cameo(scenario: str, policies: str, repeat: int, out: str, delivery: str | None, target: str,
                 gates: str, executors: int | None, jits: str, duration: float | None, warmup: float | None,
-                start_warmup: float | None, urgent_reserve: int | None, as_json: bool, urgent_lane: str) -> None:
+                start_warmup: float | None, urgent_reserve: int | None, bulk_tasks: int | None, as_json: bool,
+                urgent_lane: str) -> None:
     """Cameo vs Spark's FIFO and FAIR on real Spark with Kafka load: latency per query, side by side."""
     from sluice.api.scenario import ScenarioError, load_scenario
     from sluice.bench import cameo as cameo_bench
@@ -215,12 +218,12 @@ def bench_cameo(scenario: str, policies: str, repeat: int, out: str, delivery: s
         warm = None if warmup is None else f"{warmup:g}s"
         start = None if start_warmup is None else f"{start_warmup:g}s"
         cameo_bench.check_target(target, chosen, urgent_lane, gate_list, executors, jit_list, warm, start,
-                                 urgent_reserve)
+                                 urgent_reserve, bulk_tasks)
         calibrate_now()
         result = cameo_bench.run(Path(scenario), chosen, repeat, Path(out), log=lambda m: click.echo(m, err=True),
                                  urgent_lane=urgent_lane, delivery=sink_delivery, target=target, gates=gate_list,
                                  executors=executors, jits=jit_list, duration=duration, warmup=warm,
-                                 start_warmup=start, urgent_reserve=urgent_reserve)
+                                 start_warmup=start, urgent_reserve=urgent_reserve, bulk_tasks=bulk_tasks)
     except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
         fail(str(error))
     summary = "\n".join([result["table"], "", *result["ratios"], *result["throughput"]])

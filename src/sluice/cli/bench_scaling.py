@@ -12,6 +12,7 @@ import click
 
 from sluice.api.constants import CRITICAL_LANE, RUNTIME_CAPACITY
 from sluice.cli.common import (
+    BULK_TASKS_OPTION,
     EXIT_USAGE,
     TARGET_OPTION,
     URGENT_LANE_OPTION,
@@ -151,12 +152,13 @@ def bench_batch_cost(queries: int, conf: tuple[str, ...], levers: tuple[str, ...
 @click.option("--max-probes", type=click.IntRange(1, 50), default=12, show_default=True,
               help="Probes per policy at most; at least min(4, this) are made.")
 @TARGET_OPTION
+@BULK_TASKS_OPTION
 @json_option
 @calibrate_option
 @URGENT_LANE_OPTION
 @from_results_option
 def bench_capacity(scenario: str | None, policies: str, out: str, max_time: float, old_minutes: float | None,
-                   max_probes: int, target: str,
+                   max_probes: int, target: str, bulk_tasks: int | None,
                    as_json: bool, urgent_lane: str, from_results: str | None) -> None:
     """The highest load (one multiplier on every rate) each policy carries with every SLA kept."""
     from sluice.api.scenario import ScenarioError, load_scenario
@@ -182,10 +184,11 @@ def bench_capacity(scenario: str | None, policies: str, out: str, max_time: floa
     search = Search(min_probes=min(4, max_probes), max_probes=max_probes)
     try:
         load_scenario(Path(scenario))
-        cameo_bench.check_target(target, chosen, urgent_lane)
+        cameo_bench.check_target(target, chosen, urgent_lane, bulk_tasks=bulk_tasks)
         calibrate_now()
         result = capacity_bench.run(Path(scenario), chosen, Path(out), max_minutes, search,
-                                    log=lambda m: click.echo(m, err=True), urgent_lane=urgent_lane, target=target)
+                                    log=lambda m: click.echo(m, err=True), urgent_lane=urgent_lane, target=target,
+                                    bulk_tasks=bulk_tasks)
     except (ScenarioError, KafkaUnavailable, RuntimeError) as error:
         fail(str(error))
     print_result(as_json, result, capacity_bench.render(result))

@@ -182,6 +182,12 @@ URGENT_LANE_OPTION = click.option(
          "fair on the same slots, turns and priorities: ordering and lane then measured apart), or none.")
 
 
+BULK_TASKS_OPTION = click.option(
+    "--bulk-tasks", type=click.IntRange(1, 63),
+    help="Node target: every pool's spec.executor.bulkTasks (bulk tasks at once in each executor under a gated "
+         "policy's urgent lane, at most 4 a core); default: the pool's (its cores).")
+
+
 TARGET_OPTION = click.option(
     "--target", type=click.Choice(["local", "node"]), default="local", show_default=True,
     help="local: `sluice run` on this machine. node: a fresh StreamingPool per run on the one-node Kubernetes (the "
