@@ -33,7 +33,7 @@ from sluice.scheduler.core import SchedulerError
 from . import codegen, jvm_sink, realtime
 from .batch_budget import BatchMeter, machine_busy_seconds, process_cpu
 from .gate import FixedPool, Gate, Gatekeeper
-from .hosted import HostedQuery, query_spec
+from .hosted import RATES_WARMUP, HostedQuery, query_spec
 from .intake import Intake
 from .interval_control import IntervalControl
 from .kafka_check import kafka_problem
@@ -66,6 +66,7 @@ class QueryHost:
         interval_dwell: float = 30.0,
         files_root: str | None = None,
         warm_up: bool | None = None,
+        rates_warmup: float = RATES_WARMUP,
     ) -> None:
         self.spark = spark
         self.warmer = Warmer(warm_up if warm_up is not None else os.environ.get(WARM_UP_ENV, "1") != "0")
@@ -79,6 +80,7 @@ class QueryHost:
         """Every hosted query by key; changed only on the lifecycle thread, under the lock."""
         self.by_spark_name: dict[str, HostedQuery] = {}
         self.latency_horizon = latency_horizon
+        self.rates_warmup = rates_warmup  # DS2 reads each query's batches from this long after its first rows
         self.retry_every = retry_every
         self.batch_meter = BatchMeter()
         """The driver's CPU per batch (what `auto` weighs) and the machine's busy share (what the
@@ -171,7 +173,7 @@ class QueryHost:
             self._stop(old)
             self.metrics.forget(*query_labels(query.key))
         window = LatencyWindow(query.spec.sla.latencyTarget.seconds, horizon=self.latency_horizon)
-        hosted = HostedQuery(query, window, query_spec(query, weight))
+        hosted = HostedQuery(query, window, query_spec(query, weight), rates_warmup=self.rates_warmup)
         with self.lock:
             self.queries[query.key] = hosted
             self.by_spark_name[spark_name(query.key)] = hosted

@@ -76,6 +76,8 @@ class HostedQuery:
     input_rows: int = 0
     input_since: float | None = None
     """When its first batch with rows committed (epoch seconds; None: none yet)."""
+    rates_warmup: float = RATES_WARMUP
+    """Seconds after `input_since` whose batches DS2 does not read (the host's; `RATES_WARMUP`)."""
     output_rows: int = 0
     input_rate: float = 0.0
     processing_rate: float = 0.0
@@ -250,9 +252,9 @@ class HostedQuery:
 
     def measured_load(self) -> Load:
         """Input rows and working task seconds (`BatchTimeline.working_seconds`) summed over recent
-        batches that have both, leaving out those committed within `RATES_WARMUP` of its first
+        batches that have both, leaving out those committed within `rates_warmup` of its first
         batch with rows."""
-        warm = None if self.input_since is None else self.input_since + RATES_WARMUP
+        warm = None if self.input_since is None else self.input_since + self.rates_warmup
         done = [(int(t.rows), round(t.working_seconds, 4)) for _, t in sorted(self.timelines.items())
                 if t.rows > 0 and t.working_seconds > 0 and (warm is None or t.committed is None or t.committed >= warm)]
         return Load(batches=len(done), rows=sum(r for r, _ in done), usefulSeconds=round(sum(u for _, u in done), 4),

@@ -56,7 +56,7 @@ def test_ds2_grows_and_shrinks_a_real_application(elastic: World) -> None:
     world.apply(query("steady", "team-a", pool_name="elastic", trigger={"interval": "2s"}))
     # the application started with three executors; the pool asks for its size (1) and the runtime drains two
     running(world, 1, "one executor")
-    # DS2 reads a query's batches from `RATES_WARMUP` (45 s) after its first with rows on
+    # DS2 reads a query's batches from `RATES_WARMUP` (this tier's 15 s, test_operator.py) after its first with rows on
     wait_for(lambda: (h := world.host.queries.get("team-a/steady")) and h.measured_load().batches >= 2,
              timeout=150, what="the query's load measured")
 

@@ -69,6 +69,7 @@ def test_the_warm_rule_waits_for_quiet_compilers_after_enough_tasks_or_for_the_b
     assert rule(60.0, 3, 0.50, 60.0, 16).startswith("the 60 s bound")
 
 
+@pytest.mark.extended  # the node tier's joining executor pod asserts the same from Spark's listener, on pods
 def test_a_joining_executor_takes_bulk_tasks_at_once_and_urgent_ones_only_once_warm(laned: Any) -> None:
     urgent, bulk = band_name(0), band_name(BANDS - 1)
     assert urgent_bands(BANDS) >= 1 and bulk != urgent
