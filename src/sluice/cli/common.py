@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 import click
 
-from sluice.api.constants import URGENT_LANE_CHOICES
+from sluice.api.constants import BULK_TASKS_PER_CORE, URGENT_LANE_CHOICES
 from sluice.api.manifest import ManifestError, parse_text
 from sluice.api.pool import StreamingPool
 from sluice.api.query import StreamingQuery
@@ -185,7 +185,7 @@ URGENT_LANE_OPTION = click.option(
 BULK_TASKS_OPTION = click.option(
     "--bulk-tasks", type=click.IntRange(1, 63),
     help="Node target: every pool's spec.executor.bulkTasks (bulk tasks at once in each executor under a gated "
-         "policy's urgent lane, at most 4 a core); default: the pool's (its cores).")
+         f"policy's urgent lane, at most {BULK_TASKS_PER_CORE} a core); default: the pool's (its cores).")
 
 
 TARGET_OPTION = click.option(
